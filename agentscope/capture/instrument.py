@@ -1,0 +1,338 @@
+"""``agentscope.task`` and ``agentscope.stage``: decorators and context managers.
+
+One object serves as decorator (sync functions, coroutine functions, generators and async
+generators) and as ``with``/``async with`` context manager. Before ``init`` (and after
+``shutdown``) each call costs one module-attribute read and then calls straight through.
+
+Exceptions raised by the user's code are recorded on the span (an ``exception`` event and
+error status) and re-raised unchanged; failures inside agentscope are logged once and never
+reach the user's code.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from types import MappingProxyType
+from asyncio import _get_running_loop
+from typing import Any, Callable, Mapping, Optional, TypeVar
+
+from opentelemetry import trace
+
+from .. import semconv
+from .._log import log_once
+from ..vocab import Lane, Stage
+from . import state
+from .otelctx import enter as _enter_ctx
+from .otelctx import get_current as _get_current
+from .otelctx import leave as _detach
+from .runtime import begin
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+
+def _trouble(what: str, exc: BaseException) -> None:
+    log_once(what, "agentscope: %s failed (%r); the instrumented code runs on untraced", what, exc)
+
+
+def _end(handle: Any, exc: Optional[BaseException]) -> None:
+    try:
+        if exc is not None and not isinstance(exc, GeneratorExit):
+            handle.fail(exc)
+        handle.finish()
+    except Exception as e:
+        _trouble("ending a span", e)
+
+
+def _enter(handle: Any) -> Any:
+    return _enter_ctx(handle.span, _get_current())
+
+
+_NAME_ATTRIBUTE = {"tool": "gen_ai.tool.name", "agent": "gen_ai.agent.name"}
+_attributes_cache: dict = {}
+
+
+def _attributes(stage: str, name: Optional[str], kwargs: Mapping[str, Any],
+                extra: tuple = ()) -> Mapping[str, Any]:
+    """The (read-only, shared) attributes of every span of one stage/task definition.
+
+    Memoized, so ``with agentscope.stage("tool", name="x", model="m"):`` in a loop does the
+    name mapping once.
+    """
+    try:
+        key: Any = (stage, name, tuple((k, type(v), v) for k, v in kwargs.items()), extra)
+        hit = _attributes_cache.get(key)
+        if hit is not None:
+            return hit
+    except TypeError:  # an unhashable value (a list): not memoized
+        key = None
+    attrs = semconv.normalize(kwargs)
+    attrs.update(extra)
+    operation = semconv.OPERATION_BY_STAGE.get(stage)
+    if operation is not None:
+        attrs.setdefault("gen_ai.operation.name", operation)
+    name_key = _NAME_ATTRIBUTE.get(stage)
+    if name is not None and name_key is not None:
+        attrs.setdefault(name_key, name)
+    proxy = MappingProxyType(attrs)
+    if key is not None:
+        if len(_attributes_cache) >= 1024:
+            _attributes_cache.clear()
+        _attributes_cache[key] = proxy
+    return proxy
+
+
+class Instrument:
+    """What ``task(...)`` and ``stage(...)`` return. See the module docstring."""
+
+    __slots__ = ("stage", "name", "kwargs", "extra", "attrs", "new_trace", "_handles")
+
+    def __init__(self, stage: str, name: Optional[str], kwargs: Mapping[str, Any],
+                 extra: tuple = (), new_trace: bool = False) -> None:
+        self.stage = stage
+        self.name = name
+        self.kwargs = kwargs
+        self.extra = extra
+        self.attrs = _attributes(stage, name, kwargs, extra)
+        self.new_trace = new_trace
+        self._handles: list = []
+
+    def _attrs_for(self, name: str) -> Mapping[str, Any]:
+        return self.attrs if name == self.name else _attributes(self.stage, name, self.kwargs,
+                                                                 self.extra)
+
+    def _begin(self, rt: Any, name: str, attrs: Mapping[str, Any], loop: bool) -> Any:
+        return begin(rt, name, self.stage, attrs, loop, self.new_trace)
+
+    # ---- context manager ----------------------------------------------------------------------
+    def __enter__(self) -> trace.Span:
+        rt = state.active
+        handle = None
+        if rt is not None:
+            try:
+                handle = self._begin(rt, self.name or self.stage, self.attrs,
+                                     _get_running_loop() is not None)
+            except Exception as e:
+                _trouble("starting a span", e)
+        self._handles.append(handle)
+        return handle.span if handle is not None else trace.INVALID_SPAN
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> bool:
+        handle = self._handles.pop() if self._handles else None
+        if handle is not None:
+            _end(handle, exc)
+        return False
+
+    async def __aenter__(self) -> trace.Span:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> bool:
+        return self.__exit__(exc_type, exc, tb)
+
+    # ---- decorator ----------------------------------------------------------------------------
+    def __call__(self, fn: F) -> F:
+        if not callable(fn):
+            raise TypeError(f"agentscope.{self.stage if self.stage == 'task' else 'stage'}() "
+                            f"decorates a callable, not {type(fn).__name__}")
+        name = self.name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+        attrs = self._attrs_for(name)
+        if inspect.isasyncgenfunction(fn):
+            wrapper = self._async_generator(fn, name, attrs)
+        elif inspect.iscoroutinefunction(fn):
+            wrapper = self._coroutine(fn, name, attrs)
+        elif inspect.isgeneratorfunction(fn):
+            wrapper = self._generator(fn, name, attrs)
+        else:
+            wrapper = self._function(fn, name, attrs)
+        return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
+
+    def _function(self, fn: Callable[..., Any], name: str, attrs: Mapping[str, Any]) -> Any:
+        stage, new_trace = self.stage, self.new_trace
+
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            rt = state.active
+            if rt is None:
+                return fn(*args, **kwargs)
+            try:
+                handle = begin(rt, name, stage, attrs, _get_running_loop() is not None, new_trace)
+            except Exception as e:
+                _trouble("starting a span", e)
+                return fn(*args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as e:
+                _end(handle, e)
+                raise
+            try:
+                handle.finish()
+            except Exception as e:
+                _trouble("ending a span", e)
+            return result
+
+        return traced
+
+    def _coroutine(self, fn: Callable[..., Any], name: str, attrs: Mapping[str, Any]) -> Any:
+        stage, new_trace = self.stage, self.new_trace
+
+        async def traced(*args: Any, **kwargs: Any) -> Any:
+            rt = state.active
+            if rt is None:
+                return await fn(*args, **kwargs)
+            try:
+                handle = begin(rt, name, stage, attrs, True, new_trace)
+            except Exception as e:
+                _trouble("starting a span", e)
+                return await fn(*args, **kwargs)
+            try:
+                result = await fn(*args, **kwargs)
+            except BaseException as e:
+                _end(handle, e)
+                raise
+            try:
+                handle.finish()
+            except Exception as e:
+                _trouble("ending a span", e)
+            return result
+
+        return traced
+
+    def _detached(self, rt: Any, name: str, attrs: Mapping[str, Any], loop: bool) -> Any:
+        """A started span that is current only while the generator runs (see _generator)."""
+        try:
+            handle = self._begin(rt, name, attrs, loop)
+            _detach(handle.token)
+            handle.token = None
+            return handle
+        except Exception as e:
+            _trouble("starting a span", e)
+            return None
+
+    def _generator(self, fn: Callable[..., Any], name: str, attrs: Mapping[str, Any]) -> Any:
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            gen = fn(*args, **kwargs)
+            rt = state.active
+            handle = None if rt is None else self._detached(
+                rt, name, attrs, _get_running_loop() is not None)
+            if handle is None:
+                return (yield from gen)
+            error: Optional[BaseException] = None
+            try:
+                to_send: Any = None
+                to_throw: Optional[BaseException] = None
+                while True:
+                    token = _enter(handle)
+                    try:
+                        if to_throw is not None:
+                            item, to_throw = gen.throw(to_throw), None
+                        else:
+                            item = gen.send(to_send)
+                    except StopIteration as stop:
+                        return stop.value
+                    finally:
+                        _detach(token)
+                    try:
+                        to_send = yield item
+                    except GeneratorExit:
+                        token = _enter(handle)
+                        try:
+                            gen.close()
+                        finally:
+                            _detach(token)
+                        raise
+                    except BaseException as e:
+                        to_throw = e
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                _end(handle, error)
+
+        return traced
+
+    def _async_generator(self, fn: Callable[..., Any], name: str,
+                         attrs: Mapping[str, Any]) -> Any:
+        async def traced(*args: Any, **kwargs: Any) -> Any:
+            agen = fn(*args, **kwargs)
+            rt = state.active
+            handle = None if rt is None else self._detached(rt, name, attrs, True)
+            error: Optional[BaseException] = None
+            try:
+                to_send: Any = None
+                to_throw: Optional[BaseException] = None
+                while True:
+                    token = None if handle is None else _enter(handle)
+                    try:
+                        if to_throw is not None:
+                            item, to_throw = await agen.athrow(to_throw), None
+                        else:
+                            item = await agen.asend(to_send)
+                    except StopAsyncIteration:
+                        return
+                    finally:
+                        if token is not None:
+                            _detach(token)
+                    try:
+                        to_send = yield item
+                    except GeneratorExit:
+                        token = None if handle is None else _enter(handle)
+                        try:
+                            await agen.aclose()
+                        finally:
+                            if token is not None:
+                                _detach(token)
+                        raise
+                    except BaseException as e:
+                        to_throw = e
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                if handle is not None:
+                    _end(handle, error)
+
+        return traced
+
+
+def stage(kind: "Stage | str", name: Optional[str] = None, **attrs: Any) -> Instrument:
+    """A span of one stage of the agent's work (ARCHITECTURE §2).
+
+    ``kind`` is a :class:`Stage` or its string (``"tool"``, ``"inference"``, ...); ``name``
+    defaults to the decorated function's qualified name (or the stage, for ``with``). Keyword
+    arguments become attributes under OpenTelemetry GenAI names where one exists
+    (``model=`` -> ``gen_ai.request.model``, ``input_tokens=`` -> ``gen_ai.usage.input_tokens``,
+    ``tool=`` -> ``gen_ai.tool.name``) and under ``agentscope.<key>`` otherwise.
+    """
+    if callable(kind) and not isinstance(kind, (str, Stage)):
+        raise TypeError("name the stage: @agentscope.stage('tool'), not @agentscope.stage")
+    return Instrument(Stage.parse(kind).value, name, attrs)
+
+
+def task(name: "str | Callable[..., Any] | None" = None, *, lane: "Lane | str" = Lane.ONLINE,
+         new_trace: bool = False, **attrs: Any) -> Any:
+    """The root span of one agent task (one trace).
+
+    Started while no span is current (the usual case), it begins a new trace. Started inside a
+    span (local, or the remote parent a child process got through ``TRACEPARENT``), it continues
+    that trace, unless ``new_trace=True``, which begins a new trace linked to the current span.
+    ``lane`` is ``"online"`` or ``"batch"``. Usable bare: ``@agentscope.task``.
+    """
+    if callable(name):
+        return task()(name)
+    return Instrument(Stage.TASK.value, name, attrs, ((semconv.LANE, Lane.parse(lane).value),),
+                      new_trace)
+
+
+def annotate(**attrs: Any) -> None:
+    """Set attributes (same keyword names as ``stage``) on the current span, if recording."""
+    try:
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attributes(semconv.normalize(attrs))
+    except Exception as e:
+        _trouble("annotating a span", e)
+
+
+def current_span() -> trace.Span:
+    """The current OpenTelemetry span (ours or anyone's); a non-recording span if none."""
+    return trace.get_current_span()

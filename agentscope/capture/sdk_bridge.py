@@ -1,0 +1,103 @@
+"""Joining an application's own OpenTelemetry SDK ("SDK mode").
+
+When the application already configured an SDK ``TracerProvider``, our spans are created by
+it (so they join its traces and reach its exporters), and :class:`FileSpanProcessor` is added
+beside its processors so that every span it ends, ours and its own, also lands in our files.
+Resource accounting travels as ``agentscope.*`` attributes (semconv.ACCOUNTING_ATTRIBUTES)
+and is moved back into columns here.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Optional
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.trace import StatusCode
+
+from .. import semconv
+from ..formats import spanfile
+from ..records import SpanEvent, SpanLink, SpanRecord
+from . import state
+
+_STATUS = {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "error"}
+_COLUMN_BY_ATTR = {attr: col for col, attr in semconv.ACCOUNTING_ATTRIBUTES.items()}
+
+_providers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_providers_lock = threading.Lock()
+
+
+class FileSpanProcessor(SpanProcessor):
+    """Queues every ended span for the active runtime's span file writer."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        rt = state.active
+        if rt is not None:
+            rt.writer.submit(_Pending(span))
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        rt = state.active
+        return True if rt is None else rt.writer.flush(timeout_millis / 1000)
+
+
+def attach_to(provider: Any) -> None:
+    """Add our processor to an SDK provider, once per provider."""
+    with _providers_lock:
+        if provider in _providers:
+            return
+        provider.add_span_processor(FileSpanProcessor())
+        _providers.add(provider)
+
+
+class _Pending:
+    """An ended SDK span waiting in the queue; converted on the writer's thread."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: ReadableSpan) -> None:
+        self.span = span
+
+    def encode(self, writer: Any) -> str:
+        return spanfile.encode(record_from_readable(self.span, writer))
+
+
+def record_from_readable(span: ReadableSpan, writer: Any) -> SpanRecord:
+    ctx = span.context
+    attrs = dict(span.attributes or {})
+    stage = attrs.pop(semconv.STAGE, None)
+    cols: dict[str, Optional[int]] = {col: None for col in semconv.ACCOUNTING_ATTRIBUTES}
+    for attr, col in _COLUMN_BY_ATTR.items():
+        if attr in attrs:
+            value = attrs.pop(attr)
+            cols[col] = int(value) if isinstance(value, (int, float)) else None
+    service = None
+    resource = getattr(span, "resource", None)
+    if resource is not None:
+        service = resource.attributes.get("service.name")
+    if not service or str(service).startswith("unknown_service"):
+        service = writer.service or service
+    events = tuple(SpanEvent(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events)
+    links = tuple(SpanLink(f"{lk.context.trace_id:032x}", f"{lk.context.span_id:016x}",
+                           dict(lk.attributes or {})) for lk in span.links)
+    start = span.start_time or 0
+    parent = span.parent
+    return SpanRecord(
+        trace_id=f"{ctx.trace_id:032x}", span_id=f"{ctx.span_id:016x}",
+        parent_span_id=f"{parent.span_id:016x}" if parent is not None and parent.is_valid else None,
+        name=span.name, stage=None if stage is None else str(stage),
+        kind=span.kind.name.lower() if span.kind is not None else "internal",
+        start_ns=start, end_ns=max(span.end_time or start, start),
+        status=_STATUS.get(span.status.status_code, "unset"),
+        status_message=span.status.description or None,
+        service=None if service is None else str(service), host=writer.host, pid=writer.pid,
+        attrs=attrs, events=events, links=links, **cols,
+    )
+

@@ -1,0 +1,384 @@
+"""Our lean span: an OpenTelemetry API ``Span`` that records into the span file writer.
+
+Used when the application has no OpenTelemetry SDK of its own ("lean mode"). It does the
+minimum on the hot path: ids, two timestamps, two ``getrusage(RUSAGE_THREAD)`` snapshots, and a
+bounded append at ``end()``. Converting to a :class:`~agentscope.records.SpanRecord` (hex ids,
+deltas, status strings) happens later on the writer's thread (:meth:`LeanSpan.to_record`).
+
+:class:`LeanTracerProvider` lets other OpenTelemetry instrumentation (HTTP clients, database
+drivers, GenAI instrumentors) record through the same path, so their spans land in our files
+with the same resource accounting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import resource
+import threading
+import time
+import traceback
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
+
+from .. import semconv
+from ..formats import spanfile
+from ..records import SpanEvent, SpanLink, SpanRecord
+from . import state
+from .otelctx import leave as _detach
+
+_getrusage = resource.getrusage
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
+_time_ns = time.time_ns
+_thread_time_ns = time.thread_time_ns
+_get_ident = threading.get_ident
+_randbits = random.getrandbits
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_DEFAULT_TRACE_STATE = TraceState()
+_KIND_NAMES = {SpanKind.INTERNAL: "internal", SpanKind.SERVER: "server",
+               SpanKind.CLIENT: "client", SpanKind.PRODUCER: "producer",
+               SpanKind.CONSUMER: "consumer"}
+_STATUS_NAMES = {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "error"}
+_MAX_STACKTRACE = 16384
+# A span may start from the rusage reading its thread took when its previous span ended, if
+# that is at most this old: in tight loops of short spans that saves one of the two syscalls.
+# Context switches and page faults in that gap (<= 50 us) are then counted in the new span.
+RUSAGE_REUSE_NS = 50_000
+# Spans shorter than this get no context-switch or page-fault counts (None, "not measured"):
+# a few microseconds of work cannot be a task's bottleneck, and skipping the second getrusage
+# keeps tight loops of tiny spans cheap. Their on-CPU time is always measured.
+RUSAGE_MIN_SPAN_NS = 50_000
+
+_thread_local = threading.local()
+
+
+def thread_rusage():
+    """This thread's resource usage, or None where the OS cannot say (not Linux).
+
+    Only its counters (context switches, page faults) are used: its CPU times are sampled at
+    scheduler ticks and can be off by milliseconds over a short span, so on-CPU time comes
+    from ``time.thread_time_ns()`` (CLOCK_THREAD_CPUTIME_ID), which is exact.
+    """
+    if _RUSAGE_THREAD is None:
+        return None
+    return _getrusage(_RUSAGE_THREAD)
+
+
+def native_thread_id() -> int:
+    try:
+        return _thread_local.tid
+    except AttributeError:
+        tid = _thread_local.tid = threading.get_native_id()
+        return tid
+
+
+def new_trace_id() -> int:
+    return _randbits(128) or 1
+
+
+class LeanSpan(trace.Span):
+    """A recording span. Attribute-setting after :meth:`end` is ignored, as in the SDK.
+
+    Fields most spans never change are class-level defaults, so creating a span stores only
+    what differs (ids, name, stage, times, the rusage snapshot).
+    """
+
+    kind = "internal"
+    links: Sequence[SpanLink] = ()
+    events: Optional[list] = None
+    status = "unset"
+    status_message: Optional[str] = None
+    trace_state = _DEFAULT_TRACE_STATE
+    parent_id = 0
+    local_parent: Optional["LeanSpan"] = None
+    loop = False
+    token: Any = None
+    end_ns = 0
+    thread_cpu_ns: Optional[int] = None
+    vcsw: Optional[int] = None
+    ivcsw: Optional[int] = None
+    minflt: Optional[int] = None
+    majflt: Optional[int] = None
+    child_cpu_ns = 0
+    children = 0
+    child_majflt = 0
+    _own_attrs = False
+    _sc: Optional[SpanContext] = None
+
+    def __init__(self, name: str, stage: Optional[str], attrs: Mapping[str, Any],
+                 parent: Optional[trace.Span], kind: str = "internal",
+                 links: Sequence[SpanLink] = (), start_ns: Optional[int] = None,
+                 loop: bool = False, new_trace: bool = False) -> None:
+        if parent is None or new_trace:
+            self.trace_id = _randbits(128) or 1
+        elif type(parent) is LeanSpan:
+            self.trace_id = parent.trace_id
+            self.parent_id = parent.span_id
+            self.trace_state = parent.trace_state
+            self.local_parent = parent
+        else:
+            sc = parent.get_span_context()
+            if sc.is_valid:
+                self.trace_id = sc.trace_id
+                self.parent_id = sc.span_id
+                self.trace_state = sc.trace_state
+            else:
+                self.trace_id = _randbits(128) or 1
+        self.span_id = _randbits(64) or 1
+        self.name = name
+        self.stage = stage
+        self.attrs = attrs
+        if kind != "internal":
+            self.kind = kind
+        if links:
+            self.links = links
+        if loop:
+            self.loop = True
+        self.ident = _get_ident()
+        try:
+            self.tid = _thread_local.tid
+        except AttributeError:
+            self.tid = native_thread_id()
+        now = _time_ns()
+        tl = _thread_local
+        try:
+            ru = tl.ru if now - tl.ru_ns <= RUSAGE_REUSE_NS else None
+        except AttributeError:
+            ru = None
+        if ru is None and _RUSAGE_THREAD is not None:
+            ru = _getrusage(_RUSAGE_THREAD)
+            tl.ru, tl.ru_ns = ru, now
+        self.ru0 = ru
+        self.cpu0 = _thread_time_ns()
+        self.start_ns = now if start_ns is None else start_ns
+
+    # ---- the hot end ----------------------------------------------------------------------
+    def end(self, end_time: Optional[int] = None) -> None:
+        if self.end_ns:
+            return
+        now = _time_ns()
+        if _get_ident() == self.ident:
+            # keep deltas, not the rusage structs: spans wait in the queue for up to a flush
+            # interval, and every byte they hold then costs page faults on the hot path
+            self.thread_cpu_ns = _thread_time_ns() - self.cpu0
+            self.cpu0 = None
+            ru0 = self.ru0
+            if ru0 is not None and now - self.start_ns >= RUSAGE_MIN_SPAN_NS:
+                ru1 = _getrusage(_RUSAGE_THREAD)
+                tl = _thread_local
+                tl.ru, tl.ru_ns = ru1, now
+                self.vcsw = ru1.ru_nvcsw - ru0.ru_nvcsw
+                self.ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw
+                self.minflt = ru1.ru_minflt - ru0.ru_minflt
+                self.majflt = ru1.ru_majflt - ru0.ru_majflt
+        self.ru0 = None
+        self.end_ns = now if end_time is None else end_time
+        rt = state.active
+        if rt is not None:
+            rt.writer.submit(self)
+
+    def finish(self) -> None:
+        """End a span that :func:`agentscope.capture.runtime.begin` made current."""
+        token = self.token
+        if token is not None:
+            self.token = None
+            _detach(token)
+        self.end()
+
+    def fail(self, exc: BaseException) -> None:
+        """Record an exception that escaped the instrumented code, and mark the span failed."""
+        self.record_exception(exc)
+        self.status = "error"
+        self.status_message = f"{type(exc).__name__}: {exc}"[:1024]
+
+    @property
+    def span(self) -> "LeanSpan":
+        return self
+
+    # ---- OpenTelemetry Span API -------------------------------------------------------------
+    def get_span_context(self) -> SpanContext:
+        sc = self._sc
+        if sc is None:
+            sc = self._sc = SpanContext(self.trace_id, self.span_id, False, _SAMPLED,
+                                        self.trace_state)
+        return sc
+
+    def _writable_attrs(self) -> dict:
+        if not self._own_attrs:
+            self.attrs = dict(self.attrs)
+            self._own_attrs = True
+        return self.attrs  # type: ignore[return-value]
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        if self.end_ns or not attributes:
+            return
+        attrs = self._writable_attrs()
+        for key, value in attributes.items():
+            value = semconv.attribute_value(value)
+            if value is not None:
+                attrs[str(key)] = value
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.set_attributes({key: value})
+
+    def add_event(self, name: str, attributes: Optional[Mapping[str, Any]] = None,
+                  timestamp: Optional[int] = None) -> None:
+        if self.end_ns:
+            return
+        if self.events is None:
+            self.events = []
+        self.events.append(SpanEvent(str(name), _time_ns() if timestamp is None else timestamp,
+                                     semconv.normalize(attributes or {}) if attributes else {}))
+
+    def add_link(self, context: SpanContext, attributes: Optional[Mapping[str, Any]] = None) -> None:
+        if self.end_ns or context is None or not context.is_valid:
+            return
+        self.links = tuple(self.links) + (SpanLink(f"{context.trace_id:032x}",
+                                                   f"{context.span_id:016x}",
+                                                   dict(attributes or {})),)
+
+    def update_name(self, name: str) -> None:
+        if not self.end_ns:
+            self.name = str(name)
+
+    def is_recording(self) -> bool:
+        return not self.end_ns
+
+    def set_status(self, status: "Status | StatusCode", description: Optional[str] = None) -> None:
+        if self.end_ns:
+            return
+        if isinstance(status, Status):
+            code, description = status.status_code, status.description or description
+        else:
+            code = status
+        if self.status == "ok" and code is not StatusCode.OK:
+            return  # OK is final, as in the OpenTelemetry SDK
+        if code is StatusCode.UNSET:
+            return
+        self.status = _STATUS_NAMES.get(code, "unset")
+        self.status_message = description if code is StatusCode.ERROR else None
+
+    def record_exception(self, exception: BaseException,
+                         attributes: Optional[Mapping[str, Any]] = None,
+                         timestamp: Optional[int] = None, escaped: bool = False) -> None:
+        cls = type(exception)
+        module = cls.__module__
+        qualname = cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+        try:
+            stack = "".join(traceback.format_exception(cls, exception, exception.__traceback__))
+        except Exception:
+            stack = ""
+        attrs = {"exception.type": qualname, "exception.message": _safe_str(exception),
+                 "exception.stacktrace": stack[-_MAX_STACKTRACE:]}
+        if attributes:
+            attrs.update(semconv.normalize(attributes))
+        if self.events is None:
+            self.events = []
+        self.events.append(SpanEvent("exception", _time_ns() if timestamp is None else timestamp,
+                                     attrs))
+
+    # ---- off the hot path: the flat record ---------------------------------------------------
+    def to_record(self, writer: Any) -> SpanRecord:
+        attrs = self.attrs
+        stage = self.stage
+        if stage is None and semconv.STAGE in attrs:
+            attrs = dict(attrs)
+            stage = str(attrs.pop(semconv.STAGE))
+        if self.loop:
+            attrs = dict(attrs)
+            attrs[semconv.CPU_SCOPE] = "loop"
+        return SpanRecord(
+            f"{self.trace_id:032x}", f"{self.span_id:016x}",
+            f"{self.parent_id:016x}" if self.parent_id else None,
+            self.name, stage, self.kind, self.start_ns, self.end_ns or self.start_ns,
+            self.status, self.status_message, writer.service, writer.host, writer.pid, self.tid,
+            self.thread_cpu_ns, self.child_cpu_ns, self.children, self.vcsw, self.ivcsw,
+            self.minflt, self.majflt,
+            self.child_majflt, attrs, tuple(self.events or ()), tuple(self.links),
+        )
+
+    def encode(self, writer: Any) -> str:
+        """This span as one span-file line, without building the SpanRecord first."""
+        attrs = self.attrs
+        stage = self.stage
+        if self.loop or (stage is None and semconv.STAGE in attrs):
+            return spanfile.encode(self.to_record(writer))
+        parent = self.parent_id
+        return spanfile.encode_fields(
+            f"{self.trace_id:032x}", f"{self.span_id:016x}", f"{parent:016x}" if parent else None,
+            self.name, stage, self.kind, self.start_ns, self.end_ns or self.start_ns,
+            self.status, self.status_message, writer.service, writer.host, writer.pid, self.tid,
+            self.thread_cpu_ns, self.child_cpu_ns, self.children, self.vcsw, self.ivcsw,
+            self.minflt, self.majflt, self.child_majflt, attrs, self.events, self.links)
+
+    def __repr__(self) -> str:
+        return f"LeanSpan({self.name!r}, trace={self.trace_id:032x}, span={self.span_id:016x})"
+
+
+def _safe_str(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
+
+
+class LeanTracer(trace.Tracer):
+    """A tracer whose spans are :class:`LeanSpan`; a non-recording span when tracing is off."""
+
+    def __init__(self, scope: str, version: Optional[str] = None) -> None:
+        self._scope_attrs = {"otel.scope.name": scope} if scope and scope != "agentscope" else {}
+        if version and self._scope_attrs:
+            self._scope_attrs["otel.scope.version"] = version
+
+    def start_span(self, name: str, context: Optional[Any] = None,
+                   kind: SpanKind = SpanKind.INTERNAL,
+                   attributes: Optional[Mapping[str, Any]] = None,
+                   links: Optional[Sequence[trace.Link]] = None,
+                   start_time: Optional[int] = None, record_exception: bool = True,
+                   set_status_on_exception: bool = True) -> trace.Span:
+        if state.active is None:
+            return trace.INVALID_SPAN
+        parent = trace.get_current_span(context)
+        if parent is trace.INVALID_SPAN or not parent.get_span_context().is_valid:
+            parent = state.active.default_parent
+        attrs = dict(self._scope_attrs)
+        if attributes:
+            for key, value in attributes.items():
+                value = semconv.attribute_value(value)
+                if value is not None:
+                    attrs[str(key)] = value
+        span_links = tuple(
+            SpanLink(f"{lk.context.trace_id:032x}", f"{lk.context.span_id:016x}",
+                     dict(lk.attributes or {}))
+            for lk in (links or ()) if lk.context is not None and lk.context.is_valid)
+        stage = attrs.pop(semconv.STAGE, None)
+        span = LeanSpan(str(name), str(stage) if stage is not None else None, attrs, parent,
+                        _KIND_NAMES.get(kind, "internal"), span_links, start_time)
+        span._own_attrs = True
+        return span
+
+    @contextlib.contextmanager
+    def start_as_current_span(self, name: str, context: Optional[Any] = None,
+                              kind: SpanKind = SpanKind.INTERNAL,
+                              attributes: Optional[Mapping[str, Any]] = None,
+                              links: Optional[Sequence[trace.Link]] = None,
+                              start_time: Optional[int] = None, record_exception: bool = True,
+                              set_status_on_exception: bool = True,
+                              end_on_exit: bool = True) -> Iterator[trace.Span]:
+        span = self.start_span(name, context, kind, attributes, links, start_time,
+                               record_exception, set_status_on_exception)
+        with trace.use_span(span, end_on_exit=end_on_exit, record_exception=record_exception,
+                            set_status_on_exception=set_status_on_exception) as current:
+            yield current
+
+
+class LeanTracerProvider(trace.TracerProvider):
+    """The TracerProvider that ``agentscope.init`` installs when the application has none."""
+
+    def get_tracer(self, instrumenting_module_name: str,
+                   instrumenting_library_version: Optional[str] = None,
+                   schema_url: Optional[str] = None,
+                   attributes: Optional[Any] = None) -> trace.Tracer:
+        return LeanTracer(instrumenting_module_name, instrumenting_library_version)
