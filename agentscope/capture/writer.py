@@ -13,9 +13,11 @@ last line, which readers skip and count. A forked child gets its own file and th
 from __future__ import annotations
 
 import collections
+import contextvars
 import os
 import re
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -75,6 +77,7 @@ class SpanFileWriter:
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._need_start = True
+        self._forked = False
         self._closed = False
         self.dropped = 0
         self.written = 0
@@ -98,6 +101,7 @@ class SpanFileWriter:
         closed = self._closed
         self._reset_process_state()
         self._closed = closed
+        self._forked = True
 
     # ---- hot path -------------------------------------------------------------------------
     def submit(self, item: Any) -> None:
@@ -122,7 +126,20 @@ class SpanFileWriter:
             self._need_start = False
             t = threading.Thread(target=self._run, name="agentscope-writer", daemon=True)
             self._thread = t
-        t.start()
+        contextvars.Context().run(t.start)  # the thread must not hold on to the caller's span
+        if self._forked:
+            self._flush_at_multiprocessing_exit()
+
+    def _flush_at_multiprocessing_exit(self) -> None:
+        """A forked ``multiprocessing`` worker leaves through ``os._exit``: no atexit handlers.
+        It does run its finalizers first, so flush there. (Registered here, at the child's first
+        span, because the worker clears the finalizers it inherited after the fork hooks ran.)"""
+        util = sys.modules.get("multiprocessing.util")
+        if util is not None:
+            try:
+                util.Finalize(None, self.shutdown, exitpriority=0)
+            except Exception as e:  # pragma: no cover - defensive
+                _log_once("mp-finalize", "agentscope: cannot flush at worker exit (%r)", e)
 
     def _run(self) -> None:
         while not self._closed:

@@ -1,0 +1,63 @@
+"""Shared fixtures: tracing into a temporary directory, and reading back what was written."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import agentscope
+from agentscope.store.tracedir import scan
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    """Tests must not inherit tracing settings from the environment that runs them."""
+    for name in ("AGENTSCOPE_TRACE_DIR", "AGENTSCOPE_SERVICE", "AGENTSCOPE_DISABLED",
+                 "AGENTSCOPE_FLUSH_INTERVAL", "AGENTSCOPE_MAX_QUEUE", "TRACEPARENT",
+                 "TRACESTATE", "OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    agentscope.shutdown()
+
+
+@pytest.fixture
+def trace_dir(tmp_path):
+    """An initialised agentscope writing to a fresh directory; shut down after the test."""
+    d = tmp_path / "traces"
+    rt = agentscope.init(d, service="test-agent", flush_interval_s=0.1)
+    assert rt is not None
+    yield d
+    agentscope.shutdown()
+
+
+def read_spans(directory):
+    """Flush, then every span in ``directory`` keyed by name (names are unique in tests)."""
+    agentscope.flush()
+    result = scan(directory)
+    assert not result.problems, [str(p) for p in result.problems]
+    return result.spans
+
+
+def by_name(spans):
+    out = {}
+    for s in spans:
+        assert s.name not in out, f"duplicate span name {s.name} in test"
+        out[s.name] = s
+    return out
+
+
+def child_env(**extra):
+    """Environment for a Python child process that imports this checkout's agentscope."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+PYTHON = sys.executable

@@ -1,0 +1,141 @@
+"""Per-span resource accounting measured on real work: CPU, child processes, faults, switches."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import mmap
+import subprocess
+import sys
+import time
+
+import pytest
+
+import agentscope
+
+from .conftest import by_name, read_spans
+
+BURN = "import time\nt=time.process_time()\nwhile time.process_time()-t<{s}: pass\n"
+
+
+def spin(seconds):
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        x += 1
+    return x
+
+
+def test_cpu_bound_span_is_on_cpu_and_sleeping_span_is_not(trace_dir):
+    with agentscope.stage("context", name="cpu"):
+        spin(0.2)
+    with agentscope.stage("tool", name="sleep"):
+        time.sleep(0.2)
+    spans = by_name(read_spans(trace_dir))
+    cpu, sleep = spans["cpu"], spans["sleep"]
+    cpu_wall = cpu.end_ns - cpu.start_ns
+    assert cpu.thread_cpu_ns >= 0.2e9
+    assert cpu.thread_cpu_ns / cpu_wall > 0.8, (cpu.thread_cpu_ns, cpu_wall)
+    sleep_wall = sleep.end_ns - sleep.start_ns
+    assert sleep_wall >= 0.2e9
+    assert sleep.thread_cpu_ns / sleep_wall < 0.05
+    assert sleep.vcsw >= 1  # it blocked
+    assert sleep.child_cpu_ns == 0 and sleep.children == 0
+
+
+def test_span_that_waited_for_a_cpu_bound_subprocess_shows_the_childs_cpu(trace_dir):
+    @agentscope.stage("tool", name="compile")
+    def compile_():
+        subprocess.run([sys.executable, "-c", BURN.format(s=0.4)], check=True)
+
+    with agentscope.task(name="task"):
+        compile_()
+    spans = by_name(read_spans(trace_dir))
+    tool, task = spans["compile"], spans["task"]
+    assert tool.children == 1
+    assert tool.child_cpu_ns >= 0.38e9, tool.child_cpu_ns
+    assert tool.thread_cpu_ns < 0.1e9  # the waiting thread itself was off-CPU
+    # an enclosing span that was open while the child was reaped is credited too
+    assert task.children == 1 and task.child_cpu_ns == tool.child_cpu_ns
+
+
+def test_concurrent_subprocesses_are_credited_to_their_own_spans(trace_dir):
+    durations = {"short": 0.1, "long": 0.5}
+
+    def tool(name):
+        with agentscope.stage("tool", name=name):
+            subprocess.run([sys.executable, "-c", BURN.format(s=durations[name])], check=True)
+
+    with agentscope.task(name="task"):
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            list(pool.map(tool, durations))
+    spans = by_name(read_spans(trace_dir))
+    short, long_ = spans["short"].child_cpu_ns, spans["long"].child_cpu_ns
+    # process-wide RUSAGE_CHILDREN deltas would give both spans (nearly) the sum
+    assert 0.09e9 <= short < 0.3e9, short
+    assert long_ >= 0.48e9, long_
+    assert spans["task"].child_cpu_ns == short + long_
+
+
+def test_popen_poll_loop_and_asyncio_subprocess_are_accounted(trace_dir):
+    with agentscope.stage("tool", name="poll"):
+        p = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.2)])
+        while p.poll() is None:
+            time.sleep(0.01)
+
+    async def run_async():
+        with agentscope.stage("tool", name="async-proc"):
+            proc = await asyncio.create_subprocess_exec(sys.executable, "-c", BURN.format(s=0.2))
+            await proc.wait()
+
+    import asyncio
+    asyncio.run(run_async())
+    spans = by_name(read_spans(trace_dir))
+    assert spans["poll"].child_cpu_ns >= 0.18e9
+    assert spans["async-proc"].child_cpu_ns >= 0.18e9
+
+
+def test_child_reaped_after_the_span_ended_is_not_credited_to_it(trace_dir):
+    with agentscope.stage("agent", name="outer"):
+        with agentscope.stage("tool", name="spawner"):
+            p = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.1)])
+        p.wait()  # the spawner did not wait: the outer span did
+    spans = by_name(read_spans(trace_dir))
+    assert spans["spawner"].children == 0
+    assert spans["outer"].children == 1 and spans["outer"].child_cpu_ns >= 0.09e9
+
+
+def test_page_faults_of_touched_memory_are_counted(trace_dir):
+    with agentscope.stage("memory", name="touch"):
+        size = 64 << 20
+        m = mmap.mmap(-1, size)
+        for offset in range(0, size, mmap.PAGESIZE):
+            m[offset] = 1
+        m.close()
+    (span,) = read_spans(trace_dir)
+    assert span.minflt >= (64 << 20) // mmap.PAGESIZE * 0.9, span.minflt
+    assert span.majflt is not None
+
+
+def test_span_ended_on_another_thread_has_no_cpu_figures(trace_dir):
+    span_holder = {}
+
+    def start():
+        span_holder["h"] = agentscope.stage("tool", name="moved")
+        span_holder["span"] = span_holder["h"].__enter__()
+
+    t = concurrent.futures.ThreadPoolExecutor(1)
+    t.submit(start).result()
+    span_holder["span"].end()  # ended elsewhere: thread CPU would be meaningless
+    t.shutdown()
+    (span,) = read_spans(trace_dir)
+    assert span.thread_cpu_ns is None and span.vcsw is None
+
+
+def test_tiny_spans_measure_cpu_but_not_counters(trace_dir):
+    with agentscope.stage("context", name="tiny"):
+        pass
+    (span,) = read_spans(trace_dir)
+    if span.end_ns - span.start_ns < 50_000:
+        assert span.thread_cpu_ns is not None and span.vcsw is None
+    else:  # a slow machine: the span was long enough to count
+        assert span.vcsw is not None
