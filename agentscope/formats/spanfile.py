@@ -160,8 +160,10 @@ def decode(text: str, path: str = "<string>", line: "int | None" = None) -> Span
         if value is not None and type(value) is not int:
             raise bad(f"{key} must be an integer or null; got {value!r}")
         ints[key] = value
-    attrs = obj.get("attrs") or {}
-    if not isinstance(attrs, dict):
+    attrs = obj.get("attrs")
+    if attrs is None:
+        attrs = {}
+    elif not isinstance(attrs, dict):
         raise bad("attrs must be a JSON object")
     events = tuple(SpanEvent(str(e.get("name", "")), int(e.get("time_ns", 0)), e.get("attrs") or {})
                    for e in (obj.get("events") or ()) if isinstance(e, dict))
