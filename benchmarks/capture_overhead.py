@@ -8,6 +8,8 @@ Measured in one run, on one machine, so the ratios are comparable:
                       the span is queued; the writer thread is kept idle during the timing)
   agentscope with     `with agentscope.stage(...)` (builds the stage object on every call)
   writer, per span    the writer thread's cost per span (record, encode, write), timed apart
+  agentscope + writer the decorated loop with the writer thread running as configured by
+                      default (it drains every 1 s or 4096 spans), until all is on disk
   otel sdk            `with tracer.start_as_current_span(...)` on an SDK TracerProvider with a
                       BatchSpanProcessor and an exporter that does nothing
   agentscope sdk-mode @agentscope.stage on that same SDK provider (information only)
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -110,6 +113,17 @@ def main() -> int:
     stats = writer.stats()
     agentscope.shutdown()
 
+    # steady state: default writer settings, its thread draining and writing meanwhile
+    rt = agentscope.init(tmp, service="bench", max_queue=n * 2 + 10)
+    steady = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        loop_traced(n)
+        rt.writer.flush()
+        steady.append((time.perf_counter() - t0) / n * 1e6)
+    results["agentscope + writer"] = statistics.median(steady)
+    agentscope.shutdown()
+
     provider = TracerProvider()
     processor = BatchSpanProcessor(NoOpExporter(), max_queue_size=2048)
     provider.add_span_processor(processor)
@@ -134,6 +148,7 @@ def main() -> int:
     results["agentscope sdk-mode"] = statistics.median(sdk_runs)
     agentscope.shutdown()
     processor.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
 
     base = results["bare"]
     otel = results["otel sdk"]
@@ -146,8 +161,10 @@ def main() -> int:
     ratio = results["agentscope"] / otel
     print(f"\nagentscope.stage hot path: {own:.2f} us/span above a bare call "
           f"(target <= 5 us), {ratio:.3f}x the OpenTelemetry SDK span (target <= 0.25x)")
-    print(f"end to end incl. the writer thread: {own + results['writer, per span']:.2f} us/span; "
-          f"spans written {stats['written']}, dropped {stats['dropped']}")
+    print(f"end to end, spans on disk: {results['agentscope + writer'] - base:.2f} us/span "
+          f"({results['agentscope + writer'] / otel:.3f}x the SDK span, whose no-op exporter "
+          f"writes nothing); hot-path run: spans written {stats['written']}, dropped "
+          f"{stats['dropped']}")
     if args.json:
         print(json.dumps(results))
     return 0 if own <= 5 and ratio <= 0.25 else 1

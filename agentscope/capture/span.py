@@ -177,7 +177,12 @@ class LeanSpan(trace.Span):
         self.end_ns = now if end_time is None else end_time
         rt = state.active
         if rt is not None:
-            rt.writer.submit(self)
+            writer = rt.writer
+            writer.submit(self)
+            if writer.forked_at_ns:  # a forked child: flush when its own top-level span ends
+                lp = self.local_parent
+                if lp is None or lp.start_ns < writer.forked_at_ns:
+                    writer.flush()
 
     def finish(self) -> None:
         """End a span that :func:`agentscope.capture.runtime.begin` made current."""

@@ -78,6 +78,7 @@ class SpanFileWriter:
         self._thread: Optional[threading.Thread] = None
         self._need_start = True
         self._forked = False
+        self.forked_at_ns = 0
         self._closed = False
         self.dropped = 0
         self.written = 0
@@ -102,6 +103,9 @@ class SpanFileWriter:
         self._reset_process_state()
         self._closed = closed
         self._forked = True
+        # Forked workers (multiprocessing pools) are often ended by SIGTERM or os._exit, which
+        # run no exit handlers: spans ending at the top level of the child are written at once.
+        self.forked_at_ns = time.time_ns()
 
     # ---- hot path -------------------------------------------------------------------------
     def submit(self, item: Any) -> None:
