@@ -45,7 +45,7 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
     try:
         result = scan(trace_dir)
     except FileNotFoundError as e:
-        raise click.UsageError(str(e))
+        raise click.UsageError(str(e)) from None
     stages = collections.Counter(s.stage or "(none)" for s in result.spans)
     traces = {s.trace_id for s in result.spans}
     drops = _latest(result.samples, "agentscope.capture.spans_dropped")

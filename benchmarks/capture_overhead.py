@@ -34,7 +34,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import agentscope
-from agentscope.capture import state
 
 
 class NoOpExporter(SpanExporter):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import os
 import re
 import shutil
 import subprocess
@@ -89,18 +88,18 @@ def build_prompt(ws: Workspace, question: str, budget_tokens: int = 1500) -> tup
         scored.clear()
         for path in ws.sources:
             lines = path.read_text(encoding="utf-8").splitlines()
-            for start in range(0, len(lines), 20):
-                chunk = "\n".join(lines[start:start + 20])
+            for first in range(0, len(lines), 20):
+                chunk = "\n".join(lines[first:first + 20])
                 words = [w.lower() for w in WORD.findall(chunk)]
                 score = sum(1 for w in words if w in wanted) / (1 + len(words) ** 0.5)
-                scored.append((score, path.name, start, chunk))
+                scored.append((score, path.name, first, chunk))
         scored.sort(reverse=True)
     prompt, tokens = [question], len(question.split())
-    for score, name, start, chunk in scored:
+    for _score, name, first, chunk in scored:
         n = len(chunk.split())
         if tokens + n > budget_tokens:
             break
-        prompt.append(f"# {name}:{start}\n{chunk}")
+        prompt.append(f"# {name}:{first}\n{chunk}")
         tokens += n
     agentscope.annotate(input_tokens=tokens, chunks=len(prompt) - 1)
     return "\n\n".join(prompt), tokens

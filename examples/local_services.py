@@ -32,6 +32,21 @@ def _extract(headers) -> object:
     return propagate.extract({k.lower(): v for k, v in headers.items()})
 
 
+class _JSONHandler(http.server.BaseHTTPRequestHandler):
+    """Replies with JSON and keeps the console quiet."""
+
+    def reply_json(self, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
 class ModelServer:
     """A one-slot "LLM" on the CPU. Cost grows with output tokens; waiting grows with load."""
 
@@ -54,7 +69,7 @@ class ModelServer:
     def _handler(self):
         server = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(_JSONHandler):
             def do_POST(self):  # noqa: N802
                 token = otel_context.attach(_extract(self.headers))
                 try:
@@ -71,17 +86,9 @@ class ModelServer:
                             logits = server.decode(body["prompt_tokens"], body["max_tokens"])
                     finally:
                         server.slot.release()
-                    reply = json.dumps({"tokens": len(logits), "queue_s": waited}).encode()
                 finally:
                     otel_context.detach(token)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, *args):
-                pass
+                self.reply_json({"tokens": len(logits), "queue_s": waited})
 
         return Handler
 
@@ -97,18 +104,11 @@ class SearchAPI:
     def _handler(self):
         api = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(_JSONHandler):
             def do_GET(self):  # noqa: N802
                 query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
                 time.sleep(api.delay_s)
-                reply = json.dumps({"q": query.get("q", [""])[0], "hits": 3}).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, *args):
-                pass
+                self.reply_json({"q": query.get("q", [""])[0], "hits": 3})
 
         return Handler
 

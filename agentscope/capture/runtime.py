@@ -98,6 +98,7 @@ class Runtime:
     mode: str
     tracer: Optional[trace.Tracer]  # the SDK tracer in sdk mode
     default_parent: Optional[trace.Span]  # the remote parent from TRACEPARENT, if any
+    lean: bool = dataclasses.field(init=False)  # mode == "lean", read on every span
 
     def __post_init__(self) -> None:
         self.lean = self.mode == "lean"

@@ -13,7 +13,6 @@ import threading
 import weakref
 from typing import Any, Optional
 
-from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 

@@ -74,10 +74,6 @@ def native_thread_id() -> int:
         return tid
 
 
-def new_trace_id() -> int:
-    return _randbits(128) or 1
-
-
 class LeanSpan(trace.Span):
     """A recording span. Attribute-setting after :meth:`end` is ignored, as in the SDK.
 
