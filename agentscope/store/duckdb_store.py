@@ -1,0 +1,351 @@
+"""The embedded store: a trace directory loaded into DuckDB, incrementally.
+
+* Our span and sample files load through DuckDB's own JSON reader (the fast path); a file that
+  has any line it cannot take is re-read by the validating Python reader, which names the file
+  and line of each problem and loads the rest (the slow path).
+* OTLP/JSON files (one request, or one request per line) are parsed in Python.
+* Files are append-only: a file seen before is loaded from where the last load stopped (the
+  last complete line), a torn last line waits for its newline. Spans are unique by
+  (trace_id, span_id): a span seen again is counted as a duplicate and skipped.
+
+Analysis tables and views (``tasks``, ``critical_path``) are added by the analyzers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+import duckdb
+
+from ..errors import TraceFormatError
+from ..formats import samplefile, spanfile
+from ..records import SpanRecord
+from . import otlp
+
+SQL_DIR = Path(__file__).with_name("sql")
+DEFAULT_DB = Path(".agentscope") / "agentscope.duckdb"
+
+SPAN_COLUMNS = {
+    "trace_id": "VARCHAR", "span_id": "VARCHAR", "parent_span_id": "VARCHAR", "name": "VARCHAR",
+    "stage": "VARCHAR", "kind": "VARCHAR", "start_ns": "BIGINT", "end_ns": "BIGINT",
+    "status": "VARCHAR", "status_message": "VARCHAR", "service": "VARCHAR", "host": "VARCHAR",
+    "pid": "INTEGER", "tid": "BIGINT", "thread_cpu_ns": "BIGINT", "child_cpu_ns": "BIGINT",
+    "children": "INTEGER", "vcsw": "BIGINT", "ivcsw": "BIGINT", "minflt": "BIGINT",
+    "majflt": "BIGINT", "child_majflt": "BIGINT", "attrs": "VARCHAR", "events": "VARCHAR",
+    "links": "VARCHAR",
+}
+SAMPLE_COLUMNS = {"ts_ns": "BIGINT", "host": "VARCHAR", "pid": "INTEGER", "source": "VARCHAR",
+                  "device": "VARCHAR", "metric": "VARCHAR", "value": "DOUBLE"}
+
+_VALID_SPAN = """
+    trace_id IS NOT NULL AND regexp_full_match(trace_id, '[0-9a-f]{32}')
+    AND trace_id <> '00000000000000000000000000000000'
+    AND span_id IS NOT NULL AND regexp_full_match(span_id, '[0-9a-f]{16}')
+    AND span_id <> '0000000000000000'
+    AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{16}'))
+    AND name IS NOT NULL AND start_ns >= 0 AND end_ns >= start_ns
+    AND kind IN ('internal', 'server', 'client', 'producer', 'consumer')
+    AND status IN ('unset', 'ok', 'error')
+"""
+_VALID_SAMPLE = "ts_ns >= 0 AND metric IS NOT NULL AND metric <> '' AND source IS NOT NULL"
+
+
+def sql(name: str) -> str:
+    return (SQL_DIR / name).read_text()
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What one :meth:`Store.load` did. ``problems`` are this load's; older ones stay in the
+    ``load_problems`` table."""
+
+    files_seen: int = 0
+    files_loaded: int = 0
+    files_unchanged: int = 0
+    spans_added: int = 0
+    samples_added: int = 0
+    duplicates: int = 0
+    problems: list = dataclasses.field(default_factory=list)
+    ignored_files: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Source:
+    path: Path
+    rel: str
+    format: str  # spans | samples | otlp | otlp-lines
+
+
+class Store:
+    """A DuckDB database holding the spans and samples of trace directories."""
+
+    def __init__(self, path: "str | os.PathLike[str] | None" = None, read_only: bool = False):
+        self.path = None if path is None else Path(path)
+        if self.path is not None and not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(":memory:" if path is None else str(path), read_only=read_only)
+        if not read_only:
+            self.con.execute(sql("schema.sql"))
+
+    @classmethod
+    def for_trace_dir(cls, trace_dir: "str | os.PathLike[str]",
+                      db: "str | os.PathLike[str] | None" = None,
+                      read_only: bool = False) -> "Store":
+        return cls(Path(trace_dir) / DEFAULT_DB if db is None else db, read_only=read_only)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- discovery ------------------------------------------------------------------------------
+    @staticmethod
+    def sources(trace_dir: "str | os.PathLike[str]") -> tuple[list, list]:
+        """(loadable files, ignored files) below ``trace_dir``; hidden entries are skipped."""
+        root = Path(trace_dir)
+        found, ignored = [], []
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+                continue
+            name = path.name
+            if name.startswith(spanfile.FILE_PREFIX) and name.endswith(spanfile.FILE_SUFFIX):
+                found.append(_Source(path, str(rel), "spans"))
+            elif name.startswith(samplefile.FILE_PREFIX) and name.endswith(samplefile.FILE_SUFFIX):
+                found.append(_Source(path, str(rel), "samples"))
+            elif name.endswith((".json", ".jsonl", ".ndjson")):
+                with open(path, "rb") as f:
+                    head = f.read(65536)
+                if otlp.looks_like_otlp(head):
+                    found.append(_Source(path, str(rel),
+                                         "otlp" if name.endswith(".json") else "otlp-lines"))
+                else:
+                    ignored.append(str(rel))
+            else:
+                ignored.append(str(rel))
+        return found, ignored
+
+    # ---- loading --------------------------------------------------------------------------------
+    def load(self, trace_dir: "str | os.PathLike[str]",
+             progress: Optional[Callable[[int], None]] = None) -> LoadReport:
+        """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read."""
+        root = Path(trace_dir)
+        if not root.is_dir():
+            raise FileNotFoundError(f"no such trace directory: {root}")
+        report = LoadReport()
+        found, report.ignored_files = self.sources(root)
+        loaded_ids = []
+        for src in found:
+            report.files_seen += 1
+            size = src.path.stat().st_size
+            row = self.con.execute(
+                "SELECT file_id, loaded_bytes, loaded_lines FROM loaded_files WHERE path = ?",
+                [src.rel]).fetchone()
+            if row is not None and row[1] >= size:
+                report.files_unchanged += 1
+                if progress:
+                    progress(size)
+                continue
+            if row is None:
+                file_id = self.con.execute(
+                    "SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files").fetchone()[0]
+                self.con.execute("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, "
+                                 "current_timestamp)", [file_id, src.rel, src.format])
+                offset, lines_before = 0, 0
+            else:
+                file_id, offset, lines_before = row
+            if src.format == "otlp":  # one JSON document: read whole, duplicates are skipped
+                offset, lines_before = 0, 0
+            added, dups, used, lines, problems = self._load_file(src, file_id, offset,
+                                                                 lines_before, size)
+            report.files_loaded += 1
+            report.duplicates += dups
+            if src.format == "samples":
+                report.samples_added += added
+            else:
+                report.spans_added += added
+                loaded_ids.append(file_id)
+            report.problems.extend(problems)
+            if problems:
+                self.con.executemany(
+                    "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
+                    [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
+            self.con.execute(
+                "UPDATE loaded_files SET loaded_bytes = ?, loaded_lines = ?, records = records + ?,"
+                " problems = problems + ?, loaded_at = current_timestamp WHERE file_id = ?",
+                [used, lines, added, len(problems), file_id])
+            if progress:
+                progress(size)
+        if loaded_ids:
+            self.con.execute(sql("stages_from_conventions.sql"), {"file_ids": loaded_ids})
+        return report
+
+    def _load_file(self, src: _Source, file_id: int, offset: int, lines_before: int,
+                   size: int) -> tuple:
+        """Load from ``offset``; returns (added, duplicates, bytes used, lines, problems)."""
+        if src.format == "otlp":
+            errors: list = []
+            records = list(otlp.read(str(src.path), errors))
+            added, dups = self._insert_records(records, file_id)
+            return added, dups, size, 0, errors
+        with open(src.path, "rb") as f:
+            f.seek(offset)
+            data = f.read(size - offset)
+        cut = data.rfind(b"\n") + 1
+        complete, rest = data[:cut], data[cut:]
+        n_lines = complete.count(b"\n")
+        problems: list = []
+        if rest.strip():
+            # an unterminated last line: the writer may still complete it; report, don't load
+            problems.append(TraceFormatError(
+                str(src.path), lines_before + n_lines + 1,
+                "torn last line (no newline yet: the writer stopped mid-write or is writing); "
+                "not loaded", torn=True))
+        if not complete:
+            return 0, 0, offset, lines_before, problems
+        if src.format == "otlp-lines":
+            errors = []
+            records = list(_otlp_lines(complete, str(src.path), lines_before, errors))
+            added, dups = self._insert_records(records, file_id)
+            return added, dups, offset + cut, lines_before + n_lines, problems + errors
+        added, dups, slow_problems = self._load_lines(src, file_id, complete, n_lines,
+                                                     lines_before, offset == 0 and not rest)
+        return added, dups, offset + cut, lines_before + n_lines, problems + slow_problems
+
+    def _load_lines(self, src: _Source, file_id: int, complete: bytes, n_lines: int,
+                    lines_before: int, whole_file: bool) -> tuple:
+        spans = src.format == "spans"
+        columns = SPAN_COLUMNS if spans else SAMPLE_COLUMNS
+        valid = _VALID_SPAN if spans else _VALID_SAMPLE
+        tmp = None
+        try:
+            if whole_file:
+                target = str(src.path)
+            else:
+                fd, tmp = tempfile.mkstemp(suffix=".jsonl")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(complete)
+                target = tmp
+            self.con.execute(
+                "CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
+                "format = 'newline_delimited', columns = " + _struct(columns) + ", "
+                "ignore_errors = true, maximum_object_size = 67108864)", [target])
+            rows, bad = self.con.execute(
+                f"SELECT count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
+                "FROM staging").fetchone()
+            blank = complete.count(b"\n\n") + (1 if complete.startswith(b"\n") else 0)
+            if rows == n_lines - blank and bad == 0:
+                added, dups = self._insert_staging(file_id, spans)
+                return added, dups, []
+            # some line did not load or is invalid: let the validating reader name it
+            return self._slow_path(src, file_id, complete, lines_before, spans)
+        finally:
+            self.con.execute("DROP TABLE IF EXISTS staging")
+            if tmp is not None:
+                os.unlink(tmp)
+
+    def _insert_staging(self, file_id: int, spans: bool) -> tuple:
+        if not spans:
+            n = self.con.execute(
+                f"INSERT INTO samples SELECT *, {int(file_id)} FROM staging").fetchone()[0]
+            return n, 0
+        total = self.con.execute("SELECT count(*) FROM staging").fetchone()[0]
+        added = self.con.execute(f"""
+            INSERT INTO spans
+            SELECT s.*, CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {int(file_id)}
+            FROM (SELECT * FROM staging
+                  QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1) AS s
+            WHERE NOT EXISTS (SELECT 1 FROM spans t
+                              WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)
+        """).fetchone()[0]
+        return added, total - added
+
+    def _slow_path(self, src: _Source, file_id: int, complete: bytes, lines_before: int,
+                   spans: bool) -> tuple:
+        problems: list = []
+        fmt = spanfile if spans else samplefile
+        records = []
+        for number, raw in enumerate(complete.split(b"\n")[:-1], start=lines_before + 1):
+            text = raw.decode("utf-8", errors="replace").strip()
+            if not text:
+                continue
+            try:
+                records.append(fmt.decode(text, str(src.path), number))
+            except TraceFormatError as e:
+                problems.append(e)
+        if spans:
+            added, dups = self._insert_records(records, file_id)
+        else:
+            added, dups = self._insert_samples(records, file_id), 0
+        return added, dups, problems
+
+    def _insert_records(self, records: Iterable[SpanRecord], file_id: int) -> tuple:
+        rows = [_row(r) for r in records]
+        if not rows:
+            return 0, 0
+        import pandas as pd
+
+        frame = pd.DataFrame(rows, columns=list(SPAN_COLUMNS))
+        self.con.register("incoming", frame)
+        try:
+            self.con.execute("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
+                             + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
+                             + " FROM incoming")
+            return self._insert_staging(file_id, True)
+        finally:
+            self.con.unregister("incoming")
+            self.con.execute("DROP TABLE IF EXISTS staging")
+
+    def _insert_samples(self, records: list, file_id: int) -> int:
+        if not records:
+            return 0
+        self.con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             [list(r) + [file_id] for r in records])
+        return len(records)
+
+    # ---- reading --------------------------------------------------------------------------------
+    def all_problems(self) -> list:
+        return [TraceFormatError(p, line, reason, span_id, bool(torn)) for p, line, span_id,
+                reason, torn in self.con.execute(
+                    "SELECT path, line, span_id, reason, torn FROM load_problems").fetchall()]
+
+    def query(self, statement: str, params: Optional[list] = None):
+        return self.con.execute(statement, params or [])
+
+
+def _struct(columns: dict) -> str:
+    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
+
+
+def _row(r: SpanRecord) -> tuple:
+    events = json.dumps([{"name": e.name, "time_ns": e.time_ns, "attrs": dict(e.attrs)}
+                         for e in r.events], default=str) if r.events else "[]"
+    links = json.dumps([{"trace_id": k.trace_id, "span_id": k.span_id, "attrs": dict(k.attrs)}
+                        for k in r.links], default=str) if r.links else "[]"
+    return (r.trace_id, r.span_id, r.parent_span_id, r.name, r.stage, r.kind, r.start_ns,
+            r.end_ns, r.status, r.status_message, r.service, r.host, r.pid, r.tid,
+            r.thread_cpu_ns, r.child_cpu_ns, r.children, r.vcsw, r.ivcsw, r.minflt, r.majflt,
+            r.child_majflt, json.dumps(dict(r.attrs), default=str), events, links)
+
+
+def _otlp_lines(complete: bytes, path: str, lines_before: int, errors: list):
+    for number, raw in enumerate(complete.split(b"\n")[:-1], start=lines_before + 1):
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text:
+            continue
+        try:
+            request = json.loads(text)
+        except ValueError as e:
+            errors.append(TraceFormatError(path, number, f"not valid JSON ({e.msg} at column "
+                                                         f"{e.colno})"))
+            continue
+        yield from otlp.spans_of_request(request, path, number, errors)

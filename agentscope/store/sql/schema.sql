@@ -1,0 +1,62 @@
+-- The store's tables (ARCHITECTURE §5). Stable names: spans, samples; views tasks and
+-- critical_path are created by the analyzers (analysis.sql). Everything else is internal.
+
+CREATE TABLE IF NOT EXISTS spans (
+    trace_id        VARCHAR NOT NULL,
+    span_id         VARCHAR NOT NULL,
+    parent_span_id  VARCHAR,
+    name            VARCHAR,
+    stage           VARCHAR,   -- agentscope.stage, or derived from conventions (stage_from)
+    kind            VARCHAR,
+    start_ns        BIGINT NOT NULL,
+    end_ns          BIGINT NOT NULL,
+    status          VARCHAR,
+    status_message  VARCHAR,
+    service         VARCHAR,
+    host            VARCHAR,
+    pid             INTEGER,
+    tid             BIGINT,
+    thread_cpu_ns   BIGINT,
+    child_cpu_ns    BIGINT,
+    children        INTEGER,
+    vcsw            BIGINT,
+    ivcsw           BIGINT,
+    minflt          BIGINT,
+    majflt          BIGINT,
+    child_majflt    BIGINT,
+    attrs           JSON,
+    events          JSON,
+    links           JSON,
+    stage_from      VARCHAR,   -- 'agentscope' | 'convention' | NULL (unknown)
+    file_id         INTEGER    -- loaded_files.file_id it came from
+);
+
+CREATE TABLE IF NOT EXISTS samples (
+    ts_ns   BIGINT NOT NULL,
+    host    VARCHAR,
+    pid     INTEGER,
+    source  VARCHAR,
+    device  VARCHAR,
+    metric  VARCHAR NOT NULL,
+    value   DOUBLE,
+    file_id INTEGER
+);
+
+CREATE TABLE IF NOT EXISTS loaded_files (
+    file_id      INTEGER PRIMARY KEY,
+    path         VARCHAR UNIQUE NOT NULL,
+    format       VARCHAR NOT NULL,   -- spans | samples | otlp | otlp-lines
+    loaded_bytes BIGINT NOT NULL,    -- complete lines (or the whole file) loaded so far
+    loaded_lines BIGINT NOT NULL,
+    records      BIGINT NOT NULL,
+    problems     BIGINT NOT NULL,
+    loaded_at    TIMESTAMP DEFAULT current_timestamp
+);
+
+CREATE TABLE IF NOT EXISTS load_problems (
+    path     VARCHAR,
+    line     BIGINT,
+    span_id  VARCHAR,
+    reason   VARCHAR,
+    torn     BOOLEAN
+);
