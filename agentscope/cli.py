@@ -75,6 +75,136 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
     sys.exit(1 if result.problems else 0)
 
 
+def _open_and_load(trace_dir: str, db: "str | None", quiet: bool = False):
+    """Open (creating) the store of TRACE_DIR and load what is new, with a progress bar on long
+    loads when stderr is a terminal."""
+    from pathlib import Path
+
+    from .store.duckdb_store import Store
+
+    root = Path(trace_dir)
+    if not root.is_dir():
+        raise click.UsageError(f"no such trace directory: {trace_dir}")
+    store = Store.for_trace_dir(root, db)
+    sources, _ = Store.sources(root)
+    total = sum(s.path.stat().st_size for s in sources)
+    if not quiet and total > 32 << 20 and sys.stderr.isatty():
+        with click.progressbar(length=total, label="loading traces", file=sys.stderr,
+                               show_pos=False) as bar:
+            report = store.load(root, progress=bar.update)
+    else:
+        report = store.load(root)
+    return store, report
+
+
+@main.command()
+@click.argument("trace_dir", type=click.Path(file_okay=False, path_type=str))
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]),
+              default="table", show_default=True, help="Output format.")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="DuckDB file to use [default: TRACE_DIR/.agentscope/agentscope.duckdb].")
+@click.option("--limit", type=int, default=20, show_default=True,
+              help="Tasks to list in table and markdown output (JSON lists all).")
+def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
+    """Load TRACE_DIR into the store and name what limited each task.
+
+    For every task (trace): its critical path, each section classified as gpu, cpu, memory,
+    io or queue from measured evidence, the task's shares and bottleneck with a confidence,
+    and a fleet summary. Files loaded before are skipped; new lines of growing files are added.
+
+    \b
+    Examples:
+        agentscope analyze traces/
+        agentscope analyze traces/ --format json > report.json
+        agentscope analyze traces/ --format markdown >> $GITHUB_STEP_SUMMARY
+
+    Exit code 1 if some input could not be loaded (the report covers the rest).
+    """
+    from .analyzers.pipeline import analyze_store
+
+    store, load = _open_and_load(trace_dir, db)
+    try:
+        analysis = analyze_store(store)
+        problems = store.all_problems()
+    finally:
+        store.close()
+    if fmt == "json":
+        from .exporters.json_report import report
+
+        click.echo(json.dumps(report(analysis, problems, load), indent=2))
+    elif fmt == "markdown":
+        from .exporters.table import markdown
+
+        click.echo(markdown(analysis, problems, limit), nl=False)
+    else:
+        from rich.console import Console
+
+        from .exporters.table import render
+
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=120)  # pipes and files: do not squeeze to 80 columns
+        render(analysis, problems, console, limit)
+    sys.exit(1 if problems else 0)
+
+
+@main.command()
+@click.argument("trace_dir", type=click.Path(file_okay=False, path_type=str))
+@click.argument("statement")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="DuckDB file [default: TRACE_DIR/.agentscope/agentscope.duckdb].")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True)
+def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
+    """Run read-only SQL over the store of TRACE_DIR.
+
+    Tables: spans, samples; views: tasks, critical_path (built by analyze, which runs first if
+    the store does not exist yet).
+
+    \b
+    Examples:
+        agentscope query traces/ "SELECT bottleneck, count(*) FROM tasks GROUP BY ALL"
+        agentscope query traces/ "SELECT name, class, duration_s FROM critical_path
+                                  WHERE trace_id = '...' ORDER BY seq"
+    """
+    import duckdb
+
+    from .analyzers.pipeline import analyze_store
+    from .store.duckdb_store import Store
+
+    store, _ = _open_and_load(trace_dir, db, quiet=True)
+    try:
+        analyze_store(store)
+        path = store.path
+    finally:
+        store.close()
+    ro = Store(path, read_only=True)
+    try:
+        cursor = ro.con.execute(statement)
+        columns = [d[0] for d in cursor.description or []]
+        rows = cursor.fetchall()
+    except duckdb.Error as e:
+        raise click.UsageError(f"SQL error: {e}") from None
+    finally:
+        ro.close()
+    if fmt == "json":
+        click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=2))
+    elif fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout)
+        w.writerow(columns)
+        w.writerows(rows)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*columns)
+        for r in rows:
+            table.add_row(*("" if v is None else str(v) for v in r))
+        Console().print(table)
+
+
 def _latest(samples: list, metric: str) -> float:
     """Sum over writer processes of each one's latest cumulative value of ``metric``."""
     latest: dict = {}

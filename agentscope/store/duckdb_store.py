@@ -312,6 +312,23 @@ class Store:
                              [list(r) + [file_id] for r in records])
         return len(records)
 
+    # ---- analysis results -----------------------------------------------------------------------
+    def save_analysis(self, task_rows: list, section_rows: list) -> None:
+        """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views)."""
+        import pandas as pd
+
+        self.con.execute(sql("analysis_tables.sql"))
+        for table, rows in (("task_results", task_rows), ("cp_sections", section_rows)):
+            if not rows:
+                continue
+            columns = [c[0] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
+            frame = pd.DataFrame(rows, columns=columns)
+            self.con.register("incoming", frame)
+            try:
+                self.con.execute(f"INSERT INTO {table} SELECT * FROM incoming")
+            finally:
+                self.con.unregister("incoming")
+
     # ---- reading --------------------------------------------------------------------------------
     def all_problems(self) -> list:
         return [TraceFormatError(p, line, reason, span_id, bool(torn)) for p, line, span_id,

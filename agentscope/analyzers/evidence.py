@@ -1,0 +1,172 @@
+"""Classifying one critical-path section by the evidence of the span that owned it.
+
+A section is time during which one span held the task up with none of its children doing so:
+its *self time*. The span's stage is a hint; the verdict comes from what was measured
+(ARCHITECTURE §1):
+
+* on-CPU time of its own thread and of the child processes it waited for, net of what its
+  children on the same thread used (``cpu``);
+* major page faults (``memory``), a ``memory`` stage that waited off-CPU;
+* queue time reported by the server on the span (``gen_ai.latency.time_in_queue``, as vLLM
+  writes it), a ``queue`` stage that waited off-CPU (``queue``);
+* server-reported prefill/decode time on an inference span (``gpu``);
+* otherwise time off-CPU is waiting on something outside (``io``); for an inference span whose
+  server is this machine and which reported no timing, accelerator work is assumed (``gpu``,
+  low confidence) until device counters say otherwise.
+
+Spans without resource accounting (other instrumentation, other tools' traces) are classified
+from their stage alone, with low confidence, and the evidence says so.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from ..vocab import Resource
+
+GPU, CPU, MEMORY, IO, QUEUE = (Resource.GPU.value, Resource.CPU.value, Resource.MEMORY.value,
+                               Resource.IO.value, Resource.QUEUE.value)
+CLASSES = tuple(r.value for r in Resource)  # report order: gpu, cpu, memory, io, queue
+
+BUSY = 0.5  # on-CPU fraction at or above which self time counts as CPU work
+MAJOR_FAULT_NS = 100_000  # a major fault costs about this much waiting (disk/swap read)
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
+
+class SpanFacts(NamedTuple):
+    """What the classifier needs of a span (one row of the store's ``spans``)."""
+
+    span_id: str
+    parent_id: Optional[str]
+    name: str
+    stage: Optional[str]
+    kind: str
+    start: int
+    end: int
+    pid: Optional[int]
+    tid: Optional[int]
+    thread_cpu: Optional[int]
+    child_cpu: Optional[int]
+    majflt: Optional[int]
+    child_majflt: Optional[int]
+    queue_s: Optional[float]  # gen_ai.latency.time_in_queue
+    model_s: Optional[float]  # prefill + decode reported by the server
+    server: Optional[str]  # server.address
+    loop: bool  # CPU measured on an event loop (shared with other tasks)
+
+
+class Verdict(NamedTuple):
+    shares: dict  # class -> fraction of the section (sums to 1)
+    confidence: float
+    reason: str  # evidence, in words
+
+
+def self_usage(span: SpanFacts, children: list) -> tuple:
+    """(own CPU ns, own wall ns, own major faults) of ``span`` net of its children.
+
+    Thread CPU is netted only for children on the same thread of the same process (a child on
+    another thread did not use this thread's CPU); child-process CPU for all children in the
+    same process (they were credited to this span too). None where not measured.
+    """
+    wall = max(span.end - span.start, 0)
+    cpu = span.thread_cpu
+    child_cpu = span.child_cpu or 0
+    faults = (span.majflt or 0) + (span.child_majflt or 0)
+    busy_wall = 0
+    for c in children:
+        same_process = c.pid == span.pid
+        if same_process and c.tid == span.tid:
+            busy_wall += max(min(c.end, span.end) - max(c.start, span.start), 0)
+            if cpu is not None and c.thread_cpu is not None:
+                cpu -= c.thread_cpu
+            faults -= c.majflt or 0
+        if same_process:
+            child_cpu -= c.child_cpu or 0
+            faults -= c.child_majflt or 0
+    own_wall = max(wall - busy_wall, 0)
+    if cpu is None:
+        return None, own_wall, max(faults, 0)
+    return max(cpu, 0) + max(child_cpu, 0), own_wall, max(faults, 0)
+
+
+def classify(span: Optional[SpanFacts], children: list) -> Verdict:
+    """The class shares of a section owned by ``span`` (None: a gap between root spans)."""
+    if span is None:
+        return Verdict({IO: 1.0}, 0.3, "untraced gap between the trace's root spans")
+    stage = span.stage or "unknown"
+    cpu, wall, faults = self_usage(span, children)
+    shares: dict = {}
+    notes = []
+    rest = 1.0
+    confidence = 0.8
+
+    dur = max(span.end - span.start, 1)
+    if span.queue_s:  # server-reported queueing: the first part of the span was spent waiting
+        q = min(span.queue_s * 1e9 / dur, 1.0)
+        shares[QUEUE] = q
+        rest -= q
+        notes.append(f"server queue {span.queue_s:.3g} s")
+    if rest <= 1e-9:
+        return Verdict(shares, 0.9, _join(notes))
+
+    if cpu is None:  # no accounting: the label is all we have
+        guess = {"queue": QUEUE, "inference": _inference_wait(span)[0], "memory": MEMORY,
+                 "context": CPU, "task": CPU, "agent": CPU, "env": IO, "tool": IO}.get(stage, IO)
+        shares[guess] = shares.get(guess, 0.0) + rest
+        notes.append(f"no resource accounting on this span; {guess} assumed from its stage "
+                     f"'{stage}'")
+        return Verdict(shares, 0.3, _join(notes))
+
+    busy = min(cpu / wall, 1.0) if wall > 0 else 0.0
+    cpu_part = rest * busy
+    wait_part = rest - cpu_part
+    if cpu_part > 0:
+        shares[CPU] = shares.get(CPU, 0.0) + cpu_part
+    scope = " (event loop, shared with other tasks)" if span.loop else ""
+    notes.append(f"on-CPU {busy:.0%}{scope}")
+    if span.child_cpu:
+        notes.append(f"child processes {span.child_cpu / 1e9:.3g} s CPU")
+
+    if wait_part > 1e-9:
+        said = wait_part >= 0.05 * rest  # mention waiting only where it is a visible part
+        fault_wait = min(faults * MAJOR_FAULT_NS / max(wall, 1), 1.0) * rest if faults else 0.0
+        if fault_wait > 0:
+            take = min(fault_wait, wait_part)
+            shares[MEMORY] = shares.get(MEMORY, 0.0) + take
+            wait_part -= take
+            notes.append(f"{faults} major page faults")
+        if wait_part > 1e-9:
+            if stage == "queue":
+                cls, why = QUEUE, "waiting in a queue stage, off-CPU"
+            elif stage == "memory":
+                cls, why = MEMORY, "moving its working set (memory stage), off-CPU"
+            elif stage == "inference":
+                cls, why = _inference_wait(span)
+                if cls == GPU and span.model_s:
+                    confidence = 0.8
+                elif cls == GPU:
+                    confidence = 0.4
+            else:
+                cls, why = IO, "off-CPU: waiting on something outside the process"
+            shares[cls] = shares.get(cls, 0.0) + wait_part
+            if said:
+                notes.append(why)
+    if span.loop and shares.get(CPU, 0) > 0.5:
+        confidence = min(confidence, 0.6)
+    return Verdict(shares, confidence, _join(notes))
+
+
+def _inference_wait(span: SpanFacts) -> tuple:
+    if span.model_s:
+        return GPU, f"server-reported model time {span.model_s:.3g} s"
+    if span.server and span.server.lower() in LOCAL_HOSTS:
+        return GPU, "waiting on a local model server (no device counters: accelerator assumed)"
+    return IO, "waiting on a model endpoint (remote API or untraced server)"
+
+
+def _join(notes: list) -> str:
+    return ", ".join(notes)
+
+
+def dominant(shares: dict) -> str:
+    return max(CLASSES, key=lambda c: shares.get(c, 0.0))

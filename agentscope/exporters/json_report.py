@@ -1,0 +1,53 @@
+"""The JSON report, schema ``agentscope.analysis/v1`` (ARCHITECTURE §7)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ..analyzers.evidence import CLASSES
+from ..analyzers.tasks import Analysis
+
+SCHEMA = "agentscope.analysis/v1"
+
+
+def _iso(ns: int) -> str:
+    t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_dict(t: Any) -> dict:
+    return {
+        "trace_id": t.trace_id,
+        "name": t.name,
+        "lane": t.lane,
+        "service": t.service,
+        "start": _iso(t.start_ns),
+        "duration_s": round(t.duration_ns / 1e9, 9),
+        "bottleneck": t.bottleneck,
+        "confidence": t.confidence,
+        "shares": {c: round(t.shares.get(c, 0.0), 6) for c in CLASSES},
+        "evidence": list(t.evidence),
+        "spans": t.spans,
+        "critical_path": [
+            {"span_id": s.span_id, "name": s.name, "stage": s.stage,
+             "start_s": round((s.start_ns - t.start_ns) / 1e9, 9),
+             "end_s": round((s.end_ns - t.start_ns) / 1e9, 9),
+             "class": s.cls, "confidence": s.confidence, "evidence": s.evidence}
+            for s in t.segments],
+    }
+
+
+def report(analysis: Analysis, problems: list = (), load: Any = None) -> dict:
+    summary = dict(analysis.summary)
+    summary["input_problems"] = len(problems)
+    if load is not None:
+        summary["load"] = {"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
+                           "spans_added": load.spans_added, "duplicates": load.duplicates}
+    return {
+        "schema": SCHEMA,
+        "tasks": [task_dict(t) for t in analysis.tasks],
+        "summary": summary,
+        "problems": [{"file": p.path, "line": p.line, "span_id": p.span_id, "reason": p.reason,
+                      "torn": p.torn} for p in problems],
+    }

@@ -1,0 +1,97 @@
+"""The terminal view of an analysis: fleet summary, then the tasks (rich tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analyzers.evidence import CLASSES
+from ..analyzers.tasks import Analysis
+
+COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue"}
+
+
+def _bar(shares: dict, width: int = 20) -> str:
+    out = []
+    for c in CLASSES:
+        n = round(shares.get(c, 0.0) * width)
+        if n:
+            out.append(f"[{COLOURS[c]}]{c[0].upper() * n}[/]")
+    return "".join(out)
+
+
+def render(analysis: Analysis, problems: list, console: Console, limit: int = 20) -> None:
+    s = analysis.summary
+    console.print(f"[bold]{s['tasks']} tasks[/], {s['spans']} spans, "
+                  f"{s['critical_path_s']:.3f} s on critical paths; "
+                  f"orchestration {s['orchestration_share']:.1%} of it")
+    fleet = Table(title="Where the critical-path time went", title_justify="left")
+    for c in CLASSES:
+        fleet.add_column(c, justify="right", style=COLOURS[c])
+    fleet.add_column("bottleneck of", justify="left")
+    fleet.add_row(*(f"{s['share_of_critical_path'][c]:.1%}" for c in CLASSES),
+                  ", ".join(f"{n} {c}" for c, n in s["bottlenecks"].items()) or "-")
+    console.print(fleet)
+    tasks = sorted(analysis.tasks, key=lambda t: -t.duration_ns)
+    table = Table(title=f"Tasks (slowest {min(limit, len(tasks))} of {len(tasks)})",
+                  title_justify="left")
+    for col, kw in (("task", {"overflow": "fold"}), ("lane", {}),
+                    ("duration", {"justify": "right", "no_wrap": True}), ("bottleneck", {}),
+                    ("conf.", {"justify": "right"}), ("shares", {"no_wrap": True, "min_width": 20}),
+                    ("held longest by", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    for t in tasks[:limit]:
+        table.add_row(t.name, t.lane or "-", f"{t.duration_ns / 1e9:.3f} s",
+                      f"[{COLOURS[t.bottleneck]}]{t.bottleneck}[/]", f"{t.confidence:.2f}",
+                      _bar(t.shares), _longest(t))
+    console.print(table)
+    console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES))
+    _problems(problems, console)
+
+
+def _longest(t: Any) -> str:
+    """The span holding most of the path, its share and class, e.g. 'web-search 44% io'."""
+    held: dict = {}
+    for s in t.segments:
+        entry = held.setdefault(s.span_id, [0, s])
+        entry[0] += s.end_ns - s.start_ns
+    if not held or not t.duration_ns:
+        return ""
+    length, seg = max(held.values(), key=lambda e: e[0])
+    return f"{seg.name} {length / t.duration_ns:.0%} {seg.cls}"
+
+
+def _problems(problems: list, console: Console, limit: int = 10) -> None:
+    if not problems:
+        return
+    console.print(f"[yellow]{len(problems)} input problems[/] (the rest was analysed):")
+    for p in problems[:limit]:
+        console.print(f"  {p}", markup=False, highlight=False)
+    if len(problems) > limit:
+        console.print(f"  ... and {len(problems) - limit} more ('agentscope check' lists all)")
+
+
+def markdown(analysis: Analysis, problems: list, limit: int = 20) -> str:
+    s = analysis.summary
+    lines = [f"## agentscope: {s['tasks']} tasks", "",
+             f"{s['critical_path_s']:.3f} s on critical paths; orchestration "
+             f"{s['orchestration_share']:.1%}.", "",
+             "| " + " | ".join(CLASSES) + " |", "|" + "---:|" * len(CLASSES),
+             "| " + " | ".join(f"{s['share_of_critical_path'][c]:.1%}" for c in CLASSES) + " |",
+             "", "Bottlenecks: " + (", ".join(f"{n} {c}" for c, n in s["bottlenecks"].items())
+                                    or "none"), "",
+             "| task | lane | duration | bottleneck | confidence | main evidence |",
+             "|---|---|---:|---|---:|---|"]
+    for t in sorted(analysis.tasks, key=lambda t: -t.duration_ns)[:limit]:
+        evidence = (t.evidence[0] if t.evidence else "").replace("|", "\\|")
+        lines.append(f"| {_md(t.name)} | {t.lane or '-'} | {t.duration_ns / 1e9:.3f} s | "
+                     f"**{t.bottleneck}** | {t.confidence:.2f} | {evidence} |")
+    if problems:
+        lines += ["", f"{len(problems)} input problems, e.g. `{problems[0]}`"]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
