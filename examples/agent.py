@@ -196,13 +196,39 @@ async def async_triage(ws: Workspace, model: ModelServerProcess, api: SearchAPI)
     return sum(await asyncio.gather(*(triager(i) for i, _ in enumerate(issues))))
 
 
+@agentscope.task(name="chat", lane="online")
+def chat(ws: Workspace, model: ModelServerProcess) -> int:
+    """One long answer from the model: with many users at once, they queue for its slot."""
+    _, tokens = build_prompt(ws, "explain the critical path", 300)
+    return call_model(model, "answer-user", tokens, 96)["tokens"]
+
+
+TASKS = {
+    "fix-bug": lambda ws, model, api: fix_bug(ws, model),
+    "research": lambda ws, model, api: research(ws, model, api),
+    "multi-agent-review": lambda ws, model, api: multi_agent_review(ws, model, api),
+    "async-triage": lambda ws, model, api: asyncio.run(async_triage(ws, model, api)),
+    "chat": lambda ws, model, api: chat(ws, model),
+}
+DEFAULT_MIX = ["fix-bug", "research", "multi-agent-review", "async-triage"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace-dir", default="traces", help="where to write traces (default: traces)")
     ap.add_argument("--rounds", type=int, default=1, help="how many times to run the task mix")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="work per stage (0.2 for a quick run, 1 for the default)")
+    ap.add_argument("--tasks", default=",".join(DEFAULT_MIX),
+                    help=f"comma-separated task mix, from: {', '.join(TASKS)} "
+                         f"(default: {','.join(DEFAULT_MIX)})")
+    ap.add_argument("--concurrency", type=int, default=1,
+                    help="run this many copies of the mix at once, on threads (default: 1)")
     args = ap.parse_args(argv)
+    mix = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = [t for t in mix if t not in TASKS]
+    if unknown:
+        ap.error(f"unknown task(s): {', '.join(unknown)}")
 
     rt = agentscope.init(trace_dir=args.trace_dir, service="example-agent")
     ws = Workspace(args.scale)
@@ -210,19 +236,22 @@ def main(argv: list[str] | None = None) -> int:
     api = SearchAPI(delay_s=0.25 * max(args.scale, 0.2))
     start(api)
     t0 = time.perf_counter()
-    try:
+    def run_mix() -> None:
         for _ in range(args.rounds):
-            fix_bug(ws, model)
-            research(ws, model, api)
-            multi_agent_review(ws, model, api)
-            asyncio.run(async_triage(ws, model, api))
+            for name in mix:
+                TASKS[name](ws, model, api)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
+            for f in [pool.submit(run_mix) for _ in range(args.concurrency)]:
+                f.result()
     finally:
         stop(api)
         model.stop()
         shutil.rmtree(ws.dir, ignore_errors=True)
         agentscope.shutdown()
     where = rt.trace_dir if rt is not None else "(tracing disabled)"
-    print(f"ran {4 * args.rounds} tasks in {time.perf_counter() - t0:.1f} s; traces in {where}")
+    print(f"ran {len(mix) * args.rounds * args.concurrency} tasks in {time.perf_counter() - t0:.1f} s; traces in {where}")
     return 0
 
 

@@ -64,3 +64,55 @@ def test_every_command_is_documented_in_the_readme():
     readme = (REPO / "README.md").read_text()
     for name in main.commands:
         assert f"agentscope {name}" in readme, f"README does not document `agentscope {name}`"
+
+
+SAMPLES = REPO / "sample_traces" / "example"
+
+
+def _copy_samples(tmp_path):
+    import shutil
+
+    shutil.copytree(SAMPLES, tmp_path / "t", ignore=shutil.ignore_patterns(".agentscope"))
+    return tmp_path / "t"
+
+
+def test_analyze_sample_traces_in_every_format(tmp_path):
+    d = _copy_samples(tmp_path)
+    table = CliRunner().invoke(main, ["analyze", str(d)])
+    assert table.exit_code == 0, table.output
+    assert "Where the critical-path time went" in table.output and "fix-bug" in table.output
+    doc = json.loads(CliRunner().invoke(main, ["analyze", str(d), "--format", "json"]).stdout)
+    assert doc["schema"] == "agentscope.analysis/v1"
+    assert doc["summary"]["tasks"] == 8
+    verdicts = {t["name"]: t["bottleneck"] for t in doc["tasks"]}
+    assert verdicts["fix-bug"] == "cpu" and verdicts["research"] == "io"
+    md = CliRunner().invoke(main, ["analyze", str(d), "--format", "markdown"]).stdout
+    assert md.startswith("## agentscope: 8 tasks") and "| research |" in md
+    assert (d / ".agentscope" / "agentscope.duckdb").exists()
+
+
+def test_analyze_reports_bad_input_and_exits_1(tmp_path):
+    d = _copy_samples(tmp_path)
+    (d / "spans-broken-1-1.jsonl").write_text('{"trace_id": 1}\n')
+    result = CliRunner().invoke(main, ["analyze", str(d), "--format", "json"])
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["summary"]["tasks"] == 8  # the rest was analysed
+    assert doc["problems"][0]["file"].endswith("spans-broken-1-1.jsonl")
+    assert doc["problems"][0]["line"] == 1
+
+
+def test_query_is_read_only_sql_over_the_store(tmp_path):
+    d = _copy_samples(tmp_path)
+    db = tmp_path / "store.duckdb"
+    result = CliRunner().invoke(main, ["query", str(d), "--db", str(db), "--format", "json",
+                                       "SELECT bottleneck, count(*) AS n FROM tasks "
+                                       "GROUP BY ALL ORDER BY n DESC"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert sum(r["n"] for r in rows) == 8
+    bad = CliRunner().invoke(main, ["query", str(d), "--db", str(db), "DELETE FROM spans"])
+    assert bad.exit_code == 2 and "read-only" in bad.output.lower()
+    csv_out = CliRunner().invoke(main, ["query", str(d), "--db", str(db), "--format", "csv",
+                                        "SELECT count(*) AS n FROM critical_path"])
+    assert csv_out.stdout.splitlines()[0] == "n"

@@ -90,7 +90,7 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(":memory:" if path is None else str(path), read_only=read_only)
         if not read_only:
-            self.con.execute(sql("schema.sql"))
+            self._x(sql("schema.sql"))
 
     @classmethod
     def for_trace_dir(cls, trace_dir: "str | os.PathLike[str]",
@@ -100,6 +100,10 @@ class Store:
 
     def close(self) -> None:
         self.con.close()
+
+    def _x(self, statement: str, params: "list | dict | None" = None) -> list:
+        """Execute and fetch everything (DuckDB refuses some calls while a result is open)."""
+        return self.con.execute(statement, params if params is not None else []).fetchall()
 
     def __enter__(self) -> "Store":
         return self
@@ -147,18 +151,19 @@ class Store:
         for src in found:
             report.files_seen += 1
             size = src.path.stat().st_size
-            row = self.con.execute(
+            found = self._x(
                 "SELECT file_id, loaded_bytes, loaded_lines FROM loaded_files WHERE path = ?",
-                [src.rel]).fetchone()
+                [src.rel])
+            row = found[0] if found else None
             if row is not None and row[1] >= size:
                 report.files_unchanged += 1
                 if progress:
                     progress(size)
                 continue
             if row is None:
-                file_id = self.con.execute(
-                    "SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files").fetchone()[0]
-                self.con.execute("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, "
+                file_id = self._x(
+                    "SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
+                self._x("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, "
                                  "current_timestamp)", [file_id, src.rel, src.format])
                 offset, lines_before = 0, 0
             else:
@@ -179,14 +184,14 @@ class Store:
                 self.con.executemany(
                     "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
                     [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
-            self.con.execute(
+            self._x(
                 "UPDATE loaded_files SET loaded_bytes = ?, loaded_lines = ?, records = records + ?,"
                 " problems = problems + ?, loaded_at = current_timestamp WHERE file_id = ?",
                 [used, lines, added, len(problems), file_id])
             if progress:
                 progress(size)
         if loaded_ids:
-            self.con.execute(sql("stages_from_conventions.sql"), {"file_ids": loaded_ids})
+            self._x(sql("stages_from_conventions.sql"), {"file_ids": loaded_ids})
         return report
 
     def _load_file(self, src: _Source, file_id: int, offset: int, lines_before: int,
@@ -235,13 +240,13 @@ class Store:
                 with os.fdopen(fd, "wb") as f:
                     f.write(complete)
                 target = tmp
-            self.con.execute(
+            self._x(
                 "CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
                 "format = 'newline_delimited', columns = " + _struct(columns) + ", "
                 "ignore_errors = true, maximum_object_size = 67108864)", [target])
-            rows, bad = self.con.execute(
+            rows, bad = self._x(
                 f"SELECT count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
-                "FROM staging").fetchone()
+                "FROM staging")[0]
             blank = complete.count(b"\n\n") + (1 if complete.startswith(b"\n") else 0)
             if rows == n_lines - blank and bad == 0:
                 added, dups = self._insert_staging(file_id, spans)
@@ -249,24 +254,23 @@ class Store:
             # some line did not load or is invalid: let the validating reader name it
             return self._slow_path(src, file_id, complete, lines_before, spans)
         finally:
-            self.con.execute("DROP TABLE IF EXISTS staging")
+            self._x("DROP TABLE IF EXISTS staging")
             if tmp is not None:
                 os.unlink(tmp)
 
     def _insert_staging(self, file_id: int, spans: bool) -> tuple:
         if not spans:
-            n = self.con.execute(
-                f"INSERT INTO samples SELECT *, {int(file_id)} FROM staging").fetchone()[0]
+            n = self._x(f"INSERT INTO samples SELECT *, {int(file_id)} FROM staging")[0][0]
             return n, 0
-        total = self.con.execute("SELECT count(*) FROM staging").fetchone()[0]
-        added = self.con.execute(f"""
+        total = self._x("SELECT count(*) FROM staging")[0][0]
+        added = self._x(f"""
             INSERT INTO spans
             SELECT s.*, CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {int(file_id)}
             FROM (SELECT * FROM staging
                   QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1) AS s
             WHERE NOT EXISTS (SELECT 1 FROM spans t
                               WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)
-        """).fetchone()[0]
+        """)[0][0]
         return added, total - added
 
     def _slow_path(self, src: _Source, file_id: int, complete: bytes, lines_before: int,
@@ -297,13 +301,13 @@ class Store:
         frame = pd.DataFrame(rows, columns=list(SPAN_COLUMNS))
         self.con.register("incoming", frame)
         try:
-            self.con.execute("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
+            self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
                              + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
                              + " FROM incoming")
             return self._insert_staging(file_id, True)
         finally:
             self.con.unregister("incoming")
-            self.con.execute("DROP TABLE IF EXISTS staging")
+            self._x("DROP TABLE IF EXISTS staging")
 
     def _insert_samples(self, records: list, file_id: int) -> int:
         if not records:
@@ -317,7 +321,7 @@ class Store:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views)."""
         import pandas as pd
 
-        self.con.execute(sql("analysis_tables.sql"))
+        self._x(sql("analysis_tables.sql"))
         for table, rows in (("task_results", task_rows), ("cp_sections", section_rows)):
             if not rows:
                 continue
@@ -325,7 +329,7 @@ class Store:
             frame = pd.DataFrame(rows, columns=columns)
             self.con.register("incoming", frame)
             try:
-                self.con.execute(f"INSERT INTO {table} SELECT * FROM incoming")
+                self._x(f"INSERT INTO {table} SELECT * FROM incoming")
             finally:
                 self.con.unregister("incoming")
 

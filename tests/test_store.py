@@ -1,0 +1,127 @@
+"""The DuckDB store: fast and validating loads, incremental loads, OTLP files, conventions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import agentscope
+from agentscope.formats import spanfile
+from agentscope.records import SpanRecord
+from agentscope.store.duckdb_store import Store
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
+
+
+def rec(n, trace="a" * 32, parent=None, start=1000, end=2000, **kw):
+    base = SpanRecord(trace, f"{n:016x}", parent, f"s{n}", "tool", "internal", start, end,
+                      "unset", None, "svc", "h", 1, 1, 10, 0, 0, 0, 0, 0, 0, 0, {})
+    return base._replace(**kw)
+
+
+def write(path, records, extra=""):
+    path.write_text("".join(spanfile.encode(r) for r in records) + extra)
+
+
+def test_fast_path_and_incremental_reload(tmp_path):
+    write(tmp_path / "spans-h-1-1.jsonl", [rec(i) for i in range(1, 6)])
+    with Store(tmp_path / "db.duckdb") as store:
+        r = store.load(tmp_path)
+        assert (r.files_loaded, r.spans_added, r.problems) == (1, 5, [])
+        again = store.load(tmp_path)
+        assert (again.files_loaded, again.files_unchanged, again.spans_added) == (0, 1, 0)
+        with open(tmp_path / "spans-h-1-1.jsonl", "a") as f:  # the writer appends more
+            f.write(spanfile.encode(rec(6)))
+        write(tmp_path / "spans-h-2-1.jsonl", [rec(7), rec(3)])  # another process; 3 again
+        more = store.load(tmp_path)
+        assert (more.files_loaded, more.spans_added, more.duplicates) == (2, 2, 1)
+        assert store.query("SELECT count(*) FROM spans").fetchone()[0] == 7
+        assert store.query("SELECT DISTINCT stage_from FROM spans").fetchall() == [("agentscope",)]
+
+
+def test_bad_lines_are_named_and_the_rest_loads(tmp_path):
+    path = tmp_path / "spans-h-1-1.jsonl"
+    good = [rec(1), rec(2)]
+    lines = [spanfile.encode(good[0]), "{oops\n",
+             spanfile.encode(rec(3, start=5, end=4)),
+             json.dumps({"trace_id": "a" * 32, "name": "no ids"}) + "\n",
+             spanfile.encode(good[1])]
+    path.write_text("".join(lines) + spanfile.encode(rec(4))[:30])  # torn last line
+    with Store(None) as store:
+        r = store.load(tmp_path)
+        assert r.spans_added == 2
+        where = sorted((p.line, p.torn) for p in r.problems)
+        assert where == [(2, False), (3, False), (4, False), (6, True)]
+        reasons = {p.line: p.reason for p in r.problems}
+        assert "not valid JSON" in reasons[2]
+        assert "before start_ns" in reasons[3]
+        assert "span_id must be" in reasons[4]
+        assert all(str(p).startswith(str(path)) for p in r.problems)
+        # the writer completes the torn line: it loads next time, nothing before it again
+        with open(path, "w") as f:
+            f.write("".join(lines) + spanfile.encode(rec(4)))
+        r2 = store.load(tmp_path)
+        assert r2.spans_added == 1 and r2.problems == []
+        assert len(store.all_problems()) == 4
+
+
+def test_samples_load(tmp_path):
+    agentscope.init(tmp_path, flush_interval_s=0.1)
+    with agentscope.stage("tool"):
+        pass
+    agentscope.shutdown()
+    with Store(None) as store:
+        r = store.load(tmp_path)
+        assert r.samples_added == 3
+        dropped = store.query("SELECT value FROM samples WHERE metric = "
+                              "'agentscope.capture.spans_dropped'").fetchone()[0]
+        assert dropped == 0
+
+
+@needs_corpus
+def test_otlp_examples_load_and_bad_ids_are_reported(tmp_path):
+    shutil.copytree(CORPUS / "otlp_examples", tmp_path / "otlp")
+    with Store(None) as store:
+        r = store.load(tmp_path)
+        ids = store.query("SELECT trace_id, span_id, kind FROM spans "
+                          "WHERE name = 'I''m a server span'").fetchall()
+        assert ids == [("5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "server")]
+        # the spec's file-exporter example has empty ids: every span reported, none loaded
+        bad = [p for p in r.problems if "traces.jsonl" in p.path]
+        assert len(bad) == 8 and all("traceId missing" in p.reason for p in bad)
+        assert {p.line for p in bad} == {1, 2, 3, 4}
+        assert "otlp/opentelemetry-proto/metrics.json" in r.ignored_files
+
+
+@needs_corpus
+def test_stages_from_genai_conventions(tmp_path):
+    shutil.copytree(CORPUS / "agent_traces" / "derived_otlp", tmp_path / "otlp")
+    with Store(None) as store:
+        store.load(tmp_path)
+        stages = dict(store.query("SELECT stage, count(*) FROM spans GROUP BY ALL").fetchall())
+        assert stages == {"agent": 7, "tool": 18, "inference": 25}
+        assert store.query("SELECT DISTINCT stage_from FROM spans").fetchall() == [("convention",)]
+
+
+def test_otlp_round_trip_of_our_accounting(tmp_path):
+    request = {"resourceSpans": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "svc"}}]}, "scopeSpans": [{"spans": [{
+            "traceId": "AAAAAAAAAAAAAAAAAAAAAQ==", "spanId": "AAAAAAAAAAI=",  # base64 ids
+            "name": "t", "kind": "SPAN_KIND_CLIENT", "startTimeUnixNano": "10",
+            "endTimeUnixNano": 20, "status": {"code": 2, "message": "boom"},
+            "attributes": [
+                {"key": "agentscope.stage", "value": {"stringValue": "tool"}},
+                {"key": "agentscope.cpu.thread_ns", "value": {"intValue": "7"}},
+                {"key": "http.request.method", "value": {"stringValue": "GET"}}]}]}]}]}
+    (tmp_path / "export.json").write_text(json.dumps(request))
+    with Store(None) as store:
+        store.load(tmp_path)
+        row = store.query("SELECT trace_id, span_id, stage, stage_from, kind, status, "
+                          "status_message, thread_cpu_ns, service, attrs FROM spans").fetchone()
+    assert row[:9] == ("00000000000000000000000000000001", "0000000000000002", "tool",
+                       "agentscope", "client", "error", "boom", 7, "svc")
+    assert json.loads(row[9]) == {"http.request.method": "GET"}
