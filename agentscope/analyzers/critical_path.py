@@ -62,121 +62,173 @@ class CriticalPath(NamedTuple):
     duplicates: int
 
 
-def critical_path(spans: Iterable[PathSpan], root_id: Optional[str] = None) -> CriticalPath:
-    """The critical path of one trace (or of the subtree under ``root_id``)."""
-    by_id: dict = {}
+class Walk(NamedTuple):
+    """The walk over one trace, by index into ``spans`` (the unique spans, in input order)."""
+
+    spans: list
+    sections: list  # of (index or -1 for a gap, start, end), ascending, merged
+    start: int
+    end: int
+    roots: list  # indices
+    off_path: int
+    duplicates: int
+
+
+def walk(spans: Iterable) -> Walk:
+    """The critical path over any span-like objects (``span_id``, ``parent_id``, ``start``,
+    ``end``, ``kind``), by index. :func:`critical_path` is the named form."""
+    index: dict = {}
+    uniq: list = []
     duplicates = 0
     for s in spans:
-        if s.span_id in by_id:
+        if s.span_id in index:
             duplicates += 1
         else:
-            by_id[s.span_id] = s
-    if not by_id:
-        return CriticalPath((), 0, 0, (), 0, duplicates)
-
-    kids: dict = {}
+            index[s.span_id] = len(uniq)
+            uniq.append(s)
+    n = len(uniq)
+    if not n:
+        return Walk(uniq, [], 0, 0, [], 0, duplicates)
+    kids: list = [None] * n
     roots = []
-    for s in by_id.values():
-        p = s.parent_id
-        if p is not None and p != s.span_id and p in by_id:
-            kids.setdefault(p, []).append(s)
+    get = index.get
+    for i, s in enumerate(uniq):
+        p = get(s.parent_id) if s.parent_id is not None else None
+        if p is None or p == i:
+            roots.append(i)
+        elif kids[p] is None:
+            kids[p] = [i]
         else:
-            roots.append(s)
-    if root_id is not None and root_id in by_id:
-        roots = [by_id[root_id]]
+            kids[p].append(i)
+    return _walk(uniq, kids, roots, duplicates)
 
-    # clip to parents, prune non-blocking subtrees (breadth first from the roots)
-    clipped: dict = {}  # span_id -> (start, end)
+
+def _walk(uniq: list, kids: list, roots: list, duplicates: int) -> Walk:
+    n = len(uniq)
+    cs = [0] * n  # clipped start/end; reached[i] says whether i survived clipping
+    ce = [0] * n
+    reached = [False] * n
     order = []
     for r in roots:
-        clipped[r.span_id] = (r.start, max(r.end, r.start))
+        s = uniq[r]
+        cs[r], ce[r] = s.start, max(s.end, s.start)
+        reached[r] = True
         order.append(r)
+    children: list = [None] * n
+    parent_of = [-1] * n
     i = 0
     while i < len(order):
-        parent = order[i]
+        p = order[i]
         i += 1
-        p_start, p_end = clipped[parent.span_id]
-        for c in kids.get(parent.span_id, ()):
-            if c.span_id in clipped:  # reached twice: a cycle
+        ks = kids[p]
+        if ks is None:
+            continue
+        p_start, p_end = cs[p], ce[p]
+        producer = uniq[p].kind == "producer"
+        kept = []
+        for c in ks:
+            if reached[c]:  # reached twice: a cycle
                 continue
-            if parent.kind == "producer" and c.kind == "consumer":
+            s = uniq[c]
+            if producer and s.kind == "consumer":
                 continue
-            c_end = max(c.end, c.start)
-            if c.start >= p_end and not (c.start == c_end == p_end):
+            c_start, c_end = s.start, max(s.end, s.start)
+            point = c_start == c_end
+            if c_start >= p_end and not (point and c_start == p_end):
                 continue
-            if c_end <= p_start and not (c.start == c_end == p_start):
+            if c_end <= p_start and not (point and c_end == p_start):
                 continue
-            clipped[c.span_id] = (max(c.start, p_start), min(c_end, p_end))
+            cs[c] = c_start if c_start > p_start else p_start
+            ce[c] = c_end if c_end < p_end else p_end
+            reached[c] = True
+            parent_of[c] = p
+            kept.append(c)
             order.append(c)
-    off_path = len(by_id) - len(clipped)
-
-    start = min(clipped[r.span_id][0] for r in roots)
-    end = max(clipped[r.span_id][1] for r in roots)
-    virtual = len(roots) > 1
-    children: dict = {}
-    for s in order[len(roots):]:
-        children.setdefault(s.parent_id, []).append(s.span_id)
-    if virtual:
-        children[None] = [r.span_id for r in roots]
-    # last finishing child first; ties to the earlier start, then input order
-    for key, ids in children.items():
-        ids.sort(key=lambda sid: clipped[sid][0])
-        ids.sort(key=lambda sid: -clipped[sid][1])
-    parent_of = {s.span_id: s.parent_id for s in order[len(roots):]}
-    for r in roots:
-        parent_of[r.span_id] = None
-    bounds = dict(clipped)
-    top = None if virtual else roots[0].span_id
-    bounds[top] = (start, end) if virtual else clipped[top]
-
+        if kept:
+            # last finishing child first; ties to the earlier start, then input order
+            kept.sort(key=lambda k: (-ce[k], cs[k]))
+            children[p] = kept
+    off_path = n - len(order)
+    start = min(cs[r] for r in roots)
+    end = max(ce[r] for r in roots)
     sections: list = []
-    cursor: dict = {}
-    unused_roots = [r.span_id for r in roots] if virtual else []
-    cur, t = top, bounds[top][1]
-    while True:
-        if cur is None and virtual:
-            # between roots: the root still running at t (latest end, clipped to t) holds it
-            child = None
-            best = None
-            for rid in unused_roots:
-                r_start, r_end = bounds[rid]
-                if r_start < t and (best is None or min(r_end, t) > best):
-                    child, best = rid, min(r_end, t)
-            if child is not None:
-                unused_roots.remove(child)
-                if t > best:
-                    sections.append(Section(None, best, t))
-                cur, t = child, best
-                continue
-        else:
-            ids = children.get(cur, ())
-            k = cursor.get(cur, 0)
-            while k < len(ids) and bounds[ids[k]][1] > t:
-                k += 1
-            cursor[cur] = k + 1 if k < len(ids) else k
-            if k < len(ids):
-                child = ids[k]
-                c_end = bounds[child][1]
-                if t > c_end:
-                    sections.append(Section(cur, c_end, t))
-                cur, t = child, c_end
-                continue
-        c_start = bounds[cur][0]
-        if t > c_start:
-            sections.append(Section(cur, c_start, t))
-        if cur == top:
-            break
-        cur, t = parent_of[cur], min(c_start, t)
-
+    if len(roots) == 1:
+        top = roots[0]
+        _descend(top, ce[top], top, cs, ce, children, parent_of, sections)
+    else:  # several roots: the root still running at t (latest end, clipped to t) holds it
+        unused = list(roots)
+        t = end
+        while True:
+            best_i, best = -1, None
+            for k, r in enumerate(unused):
+                if cs[r] < t:
+                    e = ce[r] if ce[r] < t else t
+                    if best is None or e > best:
+                        best_i, best = k, e
+            if best_i < 0:
+                break
+            r = unused.pop(best_i)
+            if t > best:
+                sections.append((-1, best, t))
+            t = _descend(r, best, r, cs, ce, children, parent_of, sections)
+        if t > start:
+            sections.append((-1, start, t))
     sections.reverse()
     merged: list = []
     for sec in sections:
-        if merged and merged[-1].span_id == sec.span_id and merged[-1].end == sec.start:
-            merged[-1] = Section(sec.span_id, merged[-1].start, sec.end)
+        if merged and merged[-1][0] == sec[0] and merged[-1][2] == sec[1]:
+            merged[-1] = (sec[0], merged[-1][1], sec[2])
         else:
             merged.append(sec)
-    return CriticalPath(tuple(merged), start, end, tuple(r.span_id for r in roots), off_path,
-                        duplicates)
+    return Walk(uniq, merged, start, end, roots, off_path, duplicates)
+
+
+def _descend(top: int, t: int, cur: int, cs: list, ce: list, children: list, parent_of: list,
+             sections: list) -> int:
+    """Walk back from time ``t`` inside ``top``'s subtree; returns ``top``'s start."""
+    cursor: dict = {}
+    while True:
+        ids = children[cur]
+        if ids is not None:
+            k = cursor.get(cur, 0)
+            m = len(ids)
+            while k < m and ce[ids[k]] > t:
+                k += 1
+            if k < m:
+                cursor[cur] = k + 1
+                child = ids[k]
+                c_end = ce[child]
+                if t > c_end:
+                    sections.append((cur, c_end, t))
+                cur, t = child, c_end
+                continue
+            cursor[cur] = k
+        c_start = cs[cur]
+        if t > c_start:
+            sections.append((cur, c_start, t))
+        if cur == top:
+            return c_start
+        cur, t = parent_of[cur], (c_start if c_start < t else t)
+
+
+def critical_path(spans: Iterable, root_id: Optional[str] = None) -> CriticalPath:
+    """The critical path of one trace (or of the subtree under ``root_id``)."""
+    w = walk(spans)
+    if root_id is not None:
+        idx = next((i for i, s in enumerate(w.spans) if s.span_id == root_id), None)
+        if idx is not None:
+            index = {s.span_id: i for i, s in enumerate(w.spans)}
+            kids: list = [None] * len(w.spans)
+            for i, s in enumerate(w.spans):
+                p = index.get(s.parent_id) if s.parent_id is not None else None
+                if p is not None and p != i:
+                    kids[p] = [i] if kids[p] is None else kids[p] + [i]
+            w = _walk(w.spans, kids, [idx], w.duplicates)
+    if not w.spans:
+        return CriticalPath((), 0, 0, (), 0, w.duplicates)
+    ids = [s.span_id for s in w.spans]
+    return CriticalPath(tuple(Section(ids[i] if i >= 0 else None, s, e) for i, s, e in w.sections),
+                        w.start, w.end, tuple(ids[r] for r in w.roots), w.off_path, w.duplicates)
 
 
 def merge_adjacent(sections: Sequence[Section]) -> list:

@@ -5,7 +5,7 @@ its *self time*. The span's stage is a hint; the verdict comes from what was mea
 (ARCHITECTURE §1):
 
 * on-CPU time of its own thread and of the child processes it waited for, net of what its
-  children on the same thread used (``cpu``);
+  children on the same thread used (``cpu``; computed in the store, analysis_input.sql);
 * major page faults (``memory``), a ``memory`` stage that waited off-CPU;
 * queue time reported by the server on the span (``gen_ai.latency.time_in_queue``, as vLLM
   writes it), a ``queue`` stage that waited off-CPU (``queue``);
@@ -34,7 +34,7 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
 class SpanFacts(NamedTuple):
-    """What the classifier needs of a span (one row of the store's ``spans``)."""
+    """What the classifier needs of a span: one row of ``store/sql/analysis_input.sql``."""
 
     span_id: str
     parent_id: Optional[str]
@@ -43,12 +43,10 @@ class SpanFacts(NamedTuple):
     kind: str
     start: int
     end: int
-    pid: Optional[int]
-    tid: Optional[int]
-    thread_cpu: Optional[int]
-    child_cpu: Optional[int]
-    majflt: Optional[int]
-    child_majflt: Optional[int]
+    own_cpu: Optional[int]  # thread CPU net of same-thread children + its child processes'
+    own_wall: int  # duration minus the time its same-thread children ran
+    own_faults: int  # major faults of its thread and child processes, net of its children's
+    child_cpu: Optional[int]  # CPU of the child processes it waited for (for the evidence)
     queue_s: Optional[float]  # gen_ai.latency.time_in_queue
     model_s: Optional[float]  # prefill + decode reported by the server
     server: Optional[str]  # server.address
@@ -61,40 +59,12 @@ class Verdict(NamedTuple):
     reason: str  # evidence, in words
 
 
-def self_usage(span: SpanFacts, children: list) -> tuple:
-    """(own CPU ns, own wall ns, own major faults) of ``span`` net of its children.
-
-    Thread CPU is netted only for children on the same thread of the same process (a child on
-    another thread did not use this thread's CPU); child-process CPU for all children in the
-    same process (they were credited to this span too). None where not measured.
-    """
-    wall = max(span.end - span.start, 0)
-    cpu = span.thread_cpu
-    child_cpu = span.child_cpu or 0
-    faults = (span.majflt or 0) + (span.child_majflt or 0)
-    busy_wall = 0
-    for c in children:
-        same_process = c.pid == span.pid
-        if same_process and c.tid == span.tid:
-            busy_wall += max(min(c.end, span.end) - max(c.start, span.start), 0)
-            if cpu is not None and c.thread_cpu is not None:
-                cpu -= c.thread_cpu
-            faults -= c.majflt or 0
-        if same_process:
-            child_cpu -= c.child_cpu or 0
-            faults -= c.child_majflt or 0
-    own_wall = max(wall - busy_wall, 0)
-    if cpu is None:
-        return None, own_wall, max(faults, 0)
-    return max(cpu, 0) + max(child_cpu, 0), own_wall, max(faults, 0)
-
-
-def classify(span: Optional[SpanFacts], children: list) -> Verdict:
+def classify(span: Optional[SpanFacts]) -> Verdict:
     """The class shares of a section owned by ``span`` (None: a gap between root spans)."""
     if span is None:
         return Verdict({IO: 1.0}, 0.3, "untraced gap between the trace's root spans")
     stage = span.stage or "unknown"
-    cpu, wall, faults = self_usage(span, children)
+    cpu, wall, faults = span.own_cpu, span.own_wall, span.own_faults
     shares: dict = {}
     notes = []
     rest = 1.0
@@ -169,4 +139,10 @@ def _join(notes: list) -> str:
 
 
 def dominant(shares: dict) -> str:
-    return max(CLASSES, key=lambda c: shares.get(c, 0.0))
+    """The class with the largest share (ties: in CLASSES order)."""
+    best, value = IO, -1.0
+    for c in CLASSES:
+        v = shares.get(c)
+        if v is not None and v > value:
+            best, value = c, v
+    return best

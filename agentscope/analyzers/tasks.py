@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, NamedTuple, Optional
 
-from .critical_path import PathSpan, critical_path
-from .evidence import CLASSES, SpanFacts, classify, dominant
+from .critical_path import walk
+from .evidence import CLASSES, IO, SpanFacts, classify, dominant
 
 SELF_TIME_STAGES = ("task", "agent")  # their self time is orchestration
 
@@ -53,52 +53,44 @@ class Analysis:
 
 def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Optional[TaskResult]:
     """Analyse one trace (its spans as :class:`SpanFacts`)."""
-    by_id = {}
-    for f in facts:
-        by_id.setdefault(f.span_id, f)
-    path = critical_path(PathSpan(f.span_id, f.parent_id, f.start, f.end, f.kind) for f in facts)
-    if not path.roots:
+    w = walk(facts)
+    if not w.roots:
         return None
-    kids: dict = {}
-    for f in by_id.values():
-        if f.parent_id in by_id and f.parent_id != f.span_id:
-            kids.setdefault(f.parent_id, []).append(f)
-    roots = [by_id[r] for r in path.roots]
-    task = next((r for r in roots if r.stage == "task"), roots[0])
-    duration = max(path.end - path.start, 0)
+    spans = w.spans
+    task = next((spans[r] for r in w.roots if spans[r].stage == "task"), spans[w.roots[0]])
+    duration = max(w.end - w.start, 0)
 
     segments = []
     verdicts: dict = {}
     totals = dict.fromkeys(CLASSES, 0.0)
     weights: dict = {}
     orchestration = 0
-    for sec in path.sections:
-        span = by_id.get(sec.span_id) if sec.span_id is not None else None
-        key = sec.span_id
-        if key not in verdicts:
-            verdicts[key] = classify(span, kids.get(key, []) if span else [])
-        v = verdicts[key]
-        length = sec.end - sec.start
+    for idx, start, end in w.sections:
+        v = verdicts.get(idx)
+        span = spans[idx] if idx >= 0 else None
+        if v is None:
+            v = verdicts[idx] = classify(span)
+        length = end - start
         for cls, frac in v.shares.items():
             totals[cls] += frac * length
-        weights[key] = weights.get(key, 0) + length
+        weights[idx] = weights.get(idx, 0) + length
         if span is not None and span.stage in SELF_TIME_STAGES:
             orchestration += length
-        segments.append(Segment(sec.span_id, span.name if span else "(gap)",
-                                span.stage if span else None, sec.start, sec.end,
+        segments.append(Segment(span.span_id if span else None, span.name if span else "(gap)",
+                                span.stage if span else None, start, end,
                                 dominant(v.shares), v.shares, v.confidence, v.reason))
     if duration > 0:
         shares = {c: totals[c] / duration for c in CLASSES}
+        bottleneck = dominant(shares)
     else:
         shares = dict.fromkeys(CLASSES, 0.0)
-    bottleneck = dominant(shares) if duration > 0 else dominant(
-        verdicts[path.sections[0].span_id].shares if path.sections else {})
+        bottleneck = dominant(next(iter(verdicts.values())).shares) if verdicts else IO
     confidence = _confidence(shares, verdicts, weights, duration)
-    evidence = _evidence(segments, by_id, duration)
+    evidence = _evidence(segments, duration)
     return TaskResult(
-        trace_id, task.name, lanes.get(task.span_id), services.get(task.span_id), path.start,
-        duration, bottleneck, confidence, shares, evidence, segments, len(by_id), orchestration,
-        path.duplicates, path.off_path)
+        trace_id, task.name, lanes.get(task.span_id), services.get(task.span_id), w.start,
+        duration, bottleneck, confidence, shares, evidence, segments, len(spans), orchestration,
+        w.duplicates, w.off_path)
 
 
 def _confidence(shares: dict, verdicts: dict, weights: dict, duration: int) -> float:
@@ -111,7 +103,7 @@ def _confidence(shares: dict, verdicts: dict, weights: dict, duration: int) -> f
     return round(quality * (0.5 + 0.5 * min(margin / 0.3, 1.0)), 2)
 
 
-def _evidence(segments: list, by_id: dict, duration: int) -> list:
+def _evidence(segments: list, duration: int) -> list:
     """The spans that held the path longest, with what they were doing."""
     per_span: dict = {}
     for s in segments:
@@ -141,14 +133,13 @@ def analyze_rows(rows: Iterable[tuple]) -> Analysis:
                 tasks.append(result)
 
     for row in rows:
-        (trace_id, span_id, parent, name, stage, kind, start, end, pid, tid, cpu, child_cpu,
-         majflt, child_majflt, queue_s, model_s, server, loop, lane, service) = row
+        (trace_id, span_id, parent, name, stage, kind, start, end, own_cpu, own_wall, faults,
+         child_cpu, queue_s, model_s, server, loop, lane, service) = row
         if trace_id != current:
             flush()
             current, facts, lanes, services = trace_id, [], {}, {}
-        facts.append(SpanFacts(span_id, parent, name, stage, kind, start, end, pid, tid, cpu,
-                               child_cpu, majflt, child_majflt, queue_s, model_s, server,
-                               bool(loop)))
+        facts.append(SpanFacts(span_id, parent, name, stage, kind, start, end, own_cpu, own_wall,
+                               faults, child_cpu, queue_s, model_s, server, bool(loop)))
         if lane:
             lanes[span_id] = lane
         if service:

@@ -89,6 +89,7 @@ class Store:
         if self.path is not None and not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(":memory:" if path is None else str(path), read_only=read_only)
+        self.con.execute("SET enable_progress_bar = false")  # we draw our own, on stderr
         if not read_only:
             self._x(sql("schema.sql"))
 
@@ -147,52 +148,132 @@ class Store:
             raise FileNotFoundError(f"no such trace directory: {root}")
         report = LoadReport()
         found, report.ignored_files = self.sources(root)
-        loaded_ids = []
+        known = {path: (fid, loaded, lines) for fid, path, loaded, lines in self._x(
+            "SELECT file_id, path, loaded_bytes, loaded_lines FROM loaded_files")}
+        next_id = self._x("SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
+        span_file_ids: list = []
+        whole: dict = {"spans": [], "samples": []}  # new files that end with a newline
+        pending = []
         for src in found:
             report.files_seen += 1
             size = src.path.stat().st_size
-            found = self._x(
-                "SELECT file_id, loaded_bytes, loaded_lines FROM loaded_files WHERE path = ?",
-                [src.rel])
-            row = found[0] if found else None
+            row = known.get(src.rel)
             if row is not None and row[1] >= size:
                 report.files_unchanged += 1
                 if progress:
                     progress(size)
                 continue
             if row is None:
-                file_id = self._x(
-                    "SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
-                self._x("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, "
-                                 "current_timestamp)", [file_id, src.rel, src.format])
-                offset, lines_before = 0, 0
+                row = (next_id, 0, 0)
+                next_id += 1
+                self._x("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, current_timestamp)",
+                        [row[0], src.rel, src.format])
+            if src.format in whole and row[1] == 0 and _ends_with_newline(src.path, size):
+                whole[src.format].append((src, row[0], size))
             else:
-                file_id, offset, lines_before = row
+                pending.append((src, row, size))
+        for fmt, batch in whole.items():
+            pending.extend(self._load_whole_files(fmt, batch, report, progress, span_file_ids))
+        for src, (file_id, offset, lines_before), size in pending:
             if src.format == "otlp":  # one JSON document: read whole, duplicates are skipped
                 offset, lines_before = 0, 0
             added, dups, used, lines, problems = self._load_file(src, file_id, offset,
                                                                  lines_before, size)
-            report.files_loaded += 1
-            report.duplicates += dups
-            if src.format == "samples":
-                report.samples_added += added
-            else:
-                report.spans_added += added
-                loaded_ids.append(file_id)
-            report.problems.extend(problems)
-            if problems:
-                self.con.executemany(
-                    "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
-                    [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
-            self._x(
-                "UPDATE loaded_files SET loaded_bytes = ?, loaded_lines = ?, records = records + ?,"
-                " problems = problems + ?, loaded_at = current_timestamp WHERE file_id = ?",
-                [used, lines, added, len(problems), file_id])
+            self._account(report, src, file_id, added, dups, used, lines, problems,
+                          span_file_ids)
             if progress:
                 progress(size)
-        if loaded_ids:
-            self._x(sql("stages_from_conventions.sql"), {"file_ids": loaded_ids})
+        if span_file_ids:
+            self._x(sql("stages_from_conventions.sql"), {"file_ids": span_file_ids})
         return report
+
+    def _account(self, report: LoadReport, src: _Source, file_id: int, added: int, dups: int,
+                 used: int, lines: int, problems: list, span_file_ids: list) -> None:
+        report.files_loaded += 1
+        report.duplicates += dups
+        if src.format == "samples":
+            report.samples_added += added
+        else:
+            report.spans_added += added
+            span_file_ids.append(file_id)
+        report.problems.extend(problems)
+        if problems:
+            self.con.executemany(
+                "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
+                [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
+        self._x("UPDATE loaded_files SET loaded_bytes = ?, loaded_lines = ?, records = records + ?,"
+                " problems = problems + ?, loaded_at = current_timestamp WHERE file_id = ?",
+                [used, lines, added, len(problems), file_id])
+
+    def _load_whole_files(self, fmt: str, batch: list, report: LoadReport,
+                          progress: Optional[Callable[[int], None]],
+                          span_file_ids: list) -> list:
+        """The fast path: new files of our own format, in one parallel read_json. Files with any
+        line it cannot take or that fails validation are returned for the per-file path."""
+        if not batch:
+            return []
+        spans = fmt == "spans"
+        columns = SPAN_COLUMNS if spans else SAMPLE_COLUMNS
+        valid = _VALID_SPAN if spans else _VALID_SAMPLE
+        by_name = {str(src.path): (src, fid, size) for src, fid, size in batch}
+        try:
+            self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
+                    "format = 'newline_delimited', columns = " + _struct(columns) + ", "
+                    "filename = '_file', maximum_object_size = 67108864)", [list(by_name)])
+        except duckdb.Error:
+            return batch_to_pending(batch)  # some file has a line DuckDB cannot read
+        try:
+            counts = {name: (rows, bad) for name, rows, bad in self._x(
+                f"SELECT _file, count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
+                "FROM staging GROUP BY _file")}
+            retry = [name for name in by_name if counts.get(name, (0, 0))[1] > 0]
+            if retry:
+                self._x("DELETE FROM staging WHERE _file IN (SELECT unnest(?))", [retry])
+            self._x("CREATE OR REPLACE TEMP TABLE staging_files (_file VARCHAR, file_id INTEGER)")
+            self.con.executemany("INSERT INTO staging_files VALUES (?, ?)",
+                                 [[name, fid] for name, (_, fid, _) in by_name.items()
+                                  if name not in retry])
+            added_by_file = self._insert_staging_files(spans)
+            for name, (src, fid, size) in by_name.items():
+                if name in retry:
+                    continue
+                rows = counts.get(name, (0, 0))[0]
+                added = added_by_file.get(fid, 0)
+                self._account(report, src, fid, added, rows - added, size, rows, [],
+                              span_file_ids)
+                if progress:
+                    progress(size)
+        finally:
+            self._x("DROP TABLE IF EXISTS staging")
+            self._x("DROP TABLE IF EXISTS staging_files")
+        return [(src, (fid, 0, 0), size) for name, (src, fid, size) in by_name.items()
+                if name in retry]
+
+    def _insert_staging_files(self, spans: bool) -> dict:
+        """Insert ``staging`` (rows tagged with ``_file``) into spans/samples; added per file."""
+        data = ", ".join(SPAN_COLUMNS if spans else SAMPLE_COLUMNS)
+        join = "JOIN staging_files f USING (_file)"
+        if not spans:
+            self._x(f"INSERT INTO samples SELECT {data}, f.file_id FROM staging {join}")
+            return dict(self._x(f"SELECT f.file_id, count(*) FROM staging {join} GROUP BY ALL"))
+        dup_inside = self._x("SELECT count(*) - count(DISTINCT hash(trace_id, span_id)) "
+                             "FROM staging")[0][0]
+        source = "staging" if not dup_inside else (
+            "(SELECT * FROM staging QUALIFY row_number() OVER "
+            "(PARTITION BY trace_id, span_id ORDER BY _file) = 1)")
+        empty = not self._x("SELECT 1 FROM spans LIMIT 1")
+        new = "" if empty else (
+            "WHERE NOT EXISTS (SELECT 1 FROM spans t "
+            "WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)")
+        self._x(f"""
+            INSERT INTO spans
+            SELECT {', '.join('s.' + c for c in SPAN_COLUMNS)},
+                   CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, f.file_id
+            FROM {source} AS s {join}
+            {new}""")
+        # the files are new: every row with their ids came from this insert
+        return dict(self._x("SELECT file_id, count(*) FROM spans WHERE file_id IN "
+                            "(SELECT file_id FROM staging_files) GROUP BY ALL"))
 
     def _load_file(self, src: _Source, file_id: int, offset: int, lines_before: int,
                    size: int) -> tuple:
@@ -222,41 +303,36 @@ class Store:
             records = list(_otlp_lines(complete, str(src.path), lines_before, errors))
             added, dups = self._insert_records(records, file_id)
             return added, dups, offset + cut, lines_before + n_lines, problems + errors
-        added, dups, slow_problems = self._load_lines(src, file_id, complete, n_lines,
-                                                     lines_before, offset == 0 and not rest)
+        added, dups, slow_problems = self._load_lines(src, file_id, complete, lines_before)
         return added, dups, offset + cut, lines_before + n_lines, problems + slow_problems
 
-    def _load_lines(self, src: _Source, file_id: int, complete: bytes, n_lines: int,
-                    lines_before: int, whole_file: bool) -> tuple:
+    def _load_lines(self, src: _Source, file_id: int, complete: bytes,
+                    lines_before: int) -> tuple:
+        """Complete lines of one of our files: DuckDB if every line loads and validates, else
+        the validating reader, which names each bad line."""
         spans = src.format == "spans"
         columns = SPAN_COLUMNS if spans else SAMPLE_COLUMNS
         valid = _VALID_SPAN if spans else _VALID_SAMPLE
-        tmp = None
+        fd, tmp = tempfile.mkstemp(suffix=".jsonl")
         try:
-            if whole_file:
-                target = str(src.path)
-            else:
-                fd, tmp = tempfile.mkstemp(suffix=".jsonl")
-                with os.fdopen(fd, "wb") as f:
-                    f.write(complete)
-                target = tmp
-            self._x(
-                "CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
-                "format = 'newline_delimited', columns = " + _struct(columns) + ", "
-                "ignore_errors = true, maximum_object_size = 67108864)", [target])
-            rows, bad = self._x(
-                f"SELECT count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
-                "FROM staging")[0]
-            blank = complete.count(b"\n\n") + (1 if complete.startswith(b"\n") else 0)
-            if rows == n_lines - blank and bad == 0:
+            with os.fdopen(fd, "wb") as f:
+                f.write(complete)
+            try:
+                self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
+                        "format = 'newline_delimited', columns = " + _struct(columns) + ", "
+                        "maximum_object_size = 67108864)", [tmp])
+                rows, bad = self._x(
+                    f"SELECT count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
+                    "FROM staging")[0]
+            except duckdb.Error:
+                rows, bad = 0, 1
+            if bad == 0 and rows == complete.count(b"\n"):
                 added, dups = self._insert_staging(file_id, spans)
                 return added, dups, []
-            # some line did not load or is invalid: let the validating reader name it
             return self._slow_path(src, file_id, complete, lines_before, spans)
         finally:
             self._x("DROP TABLE IF EXISTS staging")
-            if tmp is not None:
-                os.unlink(tmp)
+            os.unlink(tmp)
 
     def _insert_staging(self, file_id: int, spans: bool) -> tuple:
         if not spans:
@@ -341,6 +417,18 @@ class Store:
 
     def query(self, statement: str, params: Optional[list] = None):
         return self.con.execute(statement, params or [])
+
+
+def batch_to_pending(batch: list) -> list:
+    return [(src, (fid, 0, 0), size) for src, fid, size in batch]
+
+
+def _ends_with_newline(path: Path, size: int) -> bool:
+    if size == 0:
+        return False
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        return f.read(1) == b"\n"
 
 
 def _struct(columns: dict) -> str:

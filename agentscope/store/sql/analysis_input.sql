@@ -1,14 +1,43 @@
--- What the analyzers read of each span: ids, times, accounting, and the few attributes that
--- are evidence. Ordered by trace so each trace is one contiguous run of rows.
+-- What the analyzers read of each span, ordered by trace (each trace one contiguous run of
+-- rows): ids, times, and its *own* evidence, net of its children's:
+--   own_cpu    on-CPU time of its thread minus that of its children on the same thread, plus
+--              CPU of the child processes it waited for minus those its children waited for
+--              (NULL when its thread CPU was not measured);
+--   own_wall   its duration minus the time its children on the same thread ran;
+--   own_faults its major faults (thread + children processes) minus its children's.
+-- Children on another thread or process did not use this thread, so they are not netted.
+WITH kid AS (
+    SELECT p.trace_id, p.span_id,
+        sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
+                 THEN greatest(least(c.end_ns, p.end_ns) - greatest(c.start_ns, p.start_ns), 0)
+                 ELSE 0 END) AS busy_wall,
+        sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
+                 THEN c.thread_cpu_ns END) AS kid_cpu,
+        sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid THEN c.child_cpu_ns END) AS kid_child_cpu,
+        coalesce(sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
+                          THEN c.majflt END), 0)
+          + coalesce(sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid THEN c.child_majflt END), 0)
+          AS kid_faults
+    FROM spans c
+    JOIN spans p ON c.trace_id = p.trace_id AND c.parent_span_id = p.span_id
+                AND c.span_id <> p.span_id
+    GROUP BY p.trace_id, p.span_id
+)
 SELECT
-    trace_id, span_id, parent_span_id, name, stage, kind, start_ns, end_ns, pid, tid,
-    thread_cpu_ns, child_cpu_ns, majflt, child_majflt,
-    TRY_CAST(json_extract_string(attrs, '$."gen_ai.latency.time_in_queue"') AS DOUBLE) AS queue_s,
-    nullif(coalesce(TRY_CAST(json_extract_string(attrs, '$."gen_ai.latency.time_in_model_prefill"') AS DOUBLE), 0)
-         + coalesce(TRY_CAST(json_extract_string(attrs, '$."gen_ai.latency.time_in_model_decode"') AS DOUBLE), 0), 0) AS model_s,
-    json_extract_string(attrs, '$."server.address"') AS server,
-    coalesce(json_extract_string(attrs, '$."agentscope.cpu.scope"') = 'loop', false) AS loop,
-    json_extract_string(attrs, '$."agentscope.lane"') AS lane,
-    service
-FROM spans
-ORDER BY trace_id, start_ns, span_id
+    s.trace_id, s.span_id, s.parent_span_id, s.name, s.stage, s.kind, s.start_ns, s.end_ns,
+    CASE WHEN s.thread_cpu_ns IS NULL THEN NULL ELSE
+        greatest(s.thread_cpu_ns - coalesce(k.kid_cpu, 0), 0)
+        + greatest(coalesce(s.child_cpu_ns, 0) - coalesce(k.kid_child_cpu, 0), 0) END AS own_cpu,
+    greatest(s.end_ns - s.start_ns - coalesce(k.busy_wall, 0), 0) AS own_wall,
+    greatest(coalesce(s.majflt, 0) + coalesce(s.child_majflt, 0) - coalesce(k.kid_faults, 0), 0)
+        AS own_faults,
+    s.child_cpu_ns,
+    TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_queue"') AS DOUBLE) AS queue_s,
+    nullif(coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_model_prefill"') AS DOUBLE), 0)
+         + coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_model_decode"') AS DOUBLE), 0), 0) AS model_s,
+    json_extract_string(s.attrs, '$."server.address"') AS server,
+    coalesce(json_extract_string(s.attrs, '$."agentscope.cpu.scope"') = 'loop', false) AS loop,
+    json_extract_string(s.attrs, '$."agentscope.lane"') AS lane,
+    s.service
+FROM spans s LEFT JOIN kid k ON k.trace_id = s.trace_id AND k.span_id = s.span_id
+ORDER BY s.trace_id, s.start_ns, s.span_id

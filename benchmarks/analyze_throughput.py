@@ -1,0 +1,157 @@
+"""Throughput of the store and the analysis on generated agent traces.
+
+Generates ``--tasks`` tasks (about 100 spans each, 4 parallel agent branches) as our span
+files and a slice as OTLP/JSON lines, then measures, in one run:
+
+  load (span files)     Store.load of the span files into a DuckDB file
+  load (OTLP lines)     Store.load of the OTLP/JSON file
+  fetch                 reading the analysis input rows out of DuckDB
+  critical path         the per-trace walk alone, over every trace
+  classification        the rest of the per-task analysis (sections, shares, evidence)
+  networkx baseline     HTA's approach, a longest path over an event DAG (networkx), on a
+                        sample of traces; the ratio compares spans per second
+  agentscope analyze    the CLI end to end in a subprocess: wall time and peak RSS
+
+Usage: python benchmarks/analyze_throughput.py [--tasks 10000] [--otlp-tasks 2000]
+       [--sample 200]   (needs networkx for the baseline: pip install networkx)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gen_traces import write_otlp_lines, write_spanfiles  # noqa: E402
+
+from agentscope.analyzers.critical_path import PathSpan, critical_path  # noqa: E402
+from agentscope.analyzers.evidence import SpanFacts  # noqa: E402
+from agentscope.analyzers.tasks import analyze_trace  # noqa: E402
+from agentscope.store.duckdb_store import Store, sql  # noqa: E402
+
+
+def networkx_longest_path(facts):
+    """The critical path as the longest path of an event graph (HTA's model, simplified):
+    nodes are span starts and ends; edges parent.start -> child.start, child.end ->
+    parent.end, and each span's start -> end, weighted by the time between the events."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for f in facts:
+        g.add_edge(("s", f.span_id), ("e", f.span_id), weight=f.end - f.start)
+        if f.parent_id is not None:
+            g.add_edge(("s", f.parent_id), ("s", f.span_id), weight=0)
+            g.add_edge(("e", f.span_id), ("e", f.parent_id), weight=0)
+    return nx.dag_longest_path(g, weight="weight")
+
+
+def traces_from_store(store):
+    rows = store.con.execute(sql("analysis_input.sql")).fetchall()
+    traces, current, facts = [], None, []
+    for r in rows:
+        if r[0] != current:
+            if facts:
+                traces.append((current, facts))
+            current, facts = r[0], []
+        facts.append(SpanFacts(*r[1:15], bool(r[15])))
+    if facts:
+        traces.append((current, facts))
+    return traces
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=10_000)
+    ap.add_argument("--otlp-tasks", type=int, default=2_000)
+    ap.add_argument("--sample", type=int, default=200, help="traces for the networkx baseline")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="agentscope-analyze-bench-"))
+    try:
+        return run(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args, work: Path) -> int:
+    figures = {}
+    spans_dir, otlp_dir = work / "spans", work / "otlp"
+    n_spans = write_spanfiles(spans_dir, args.tasks, spans_per_task=104)
+    n_otlp = write_otlp_lines(otlp_dir / "traces.jsonl", args.otlp_tasks, spans_per_task=104)
+
+    store = Store(work / "bench.duckdb")
+    t0 = time.perf_counter()
+    report = store.load(spans_dir)
+    figures["load (span files)"] = (n_spans, time.perf_counter() - t0)
+    assert report.spans_added == n_spans and not report.problems
+
+    otlp_store = Store(work / "otlp.duckdb")
+    t0 = time.perf_counter()
+    report = otlp_store.load(otlp_dir)
+    figures["load (OTLP lines)"] = (n_otlp, time.perf_counter() - t0)
+    assert report.spans_added == n_otlp and not report.problems, report.problems[:3]
+    otlp_store.close()
+
+    t0 = time.perf_counter()
+    traces = traces_from_store(store)
+    figures["fetch"] = (n_spans, time.perf_counter() - t0)
+    store.close()
+
+    t0 = time.perf_counter()
+    for _, facts in traces:
+        critical_path(PathSpan(f.span_id, f.parent_id, f.start, f.end, f.kind) for f in facts)
+    cp_s = time.perf_counter() - t0
+    figures["critical path"] = (n_spans, cp_s)
+    t0 = time.perf_counter()
+    for trace_id, facts in traces:
+        analyze_trace(trace_id, facts, {}, {})
+    figures["critical path + classification"] = (n_spans, time.perf_counter() - t0)
+
+    sample = traces[: args.sample]
+    sample_spans = sum(len(f) for _, f in sample)
+    try:
+        t0 = time.perf_counter()
+        for _, facts in sample:
+            networkx_longest_path(facts)
+        figures["networkx baseline"] = (sample_spans, time.perf_counter() - t0)
+    except ImportError:
+        print("networkx is not installed: no baseline (pip install networkx)")
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "agentscope.cli", "analyze", str(spans_dir),
+                           "--db", str(work / "cli.duckdb"), "--format", "json"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cli_s = time.perf_counter() - t0
+    rss_mb = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    print(f"analyze throughput: {args.tasks} tasks, {n_spans} spans; OTLP {n_otlp} spans; "
+          f"Python {platform.python_version()}, {os.cpu_count()} CPUs")
+    print(f"{'step':<34}{'spans':>10}{'seconds':>10}{'spans/s':>12}")
+    for name, (n, s) in figures.items():
+        print(f"{name:<34}{n:>10}{s:>10.3f}{n / s:>12,.0f}")
+    walk = figures["critical path + classification"]
+    if "networkx baseline" in figures:
+        nx_n, nx_s = figures["networkx baseline"]
+        print(f"\ncritical path + classification vs networkx longest path: "
+              f"{(walk[0] / walk[1]) / (nx_n / nx_s):.1f}x (target >= 30x)")
+    print(f"agentscope analyze (CLI, {n_spans} spans): {cli_s:.2f} s wall (target <= 5 s), "
+          f"peak RSS {rss_mb:.0f} MB (target <= 2048 MB)")
+    load = figures["load (span files)"]
+    print(f"targets: span files {load[0] / load[1]:,.0f}/s (>= 1.5M/s); OTLP "
+          f"{figures['load (OTLP lines)'][0] / figures['load (OTLP lines)'][1]:,.0f}/s "
+          f"(>= 0.5M/s); critical path + classification {walk[0] / walk[1]:,.0f}/s (>= 1M/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
