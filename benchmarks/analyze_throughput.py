@@ -5,7 +5,8 @@ files and a slice as OTLP/JSON lines, then measures, in one run:
 
   load (span files)     Store.load of the span files into a DuckDB file
   load (OTLP lines)     Store.load of the OTLP/JSON file
-  fetch                 reading the analysis input rows out of DuckDB
+  fetch                 the analysis input query (self usage, parent indices) and its columns
+                        out of DuckDB
   critical path         the per-trace walk alone, over every trace
   classification        the rest of the per-task analysis (sections, shares, evidence)
   networkx baseline     HTA's approach, a longest path over an event DAG (networkx), on a
@@ -28,15 +29,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_traces import write_otlp_lines, write_spanfiles  # noqa: E402
 
-from agentscope.analyzers.critical_path import PathSpan, critical_path  # noqa: E402
-from agentscope.analyzers.evidence import SpanFacts  # noqa: E402
-from agentscope.analyzers.tasks import analyze_trace  # noqa: E402
-from agentscope.store.duckdb_store import Store, sql  # noqa: E402
+from agentscope.analyzers.critical_path import walk_arrays  # noqa: E402
+from agentscope.analyzers.pipeline import fetch_columns  # noqa: E402
+from agentscope.analyzers.tasks import analyze_columns  # noqa: E402
+from agentscope.store.duckdb_store import Store  # noqa: E402
 
 
 def networkx_longest_path(facts):
@@ -54,18 +56,15 @@ def networkx_longest_path(facts):
     return nx.dag_longest_path(g, weight="weight")
 
 
-def traces_from_store(store):
-    rows = store.con.execute(sql("analysis_input.sql")).fetchall()
-    traces, current, facts = [], None, []
-    for r in rows:
-        if r[0] != current:
-            if facts:
-                traces.append((current, facts))
-            current, facts = r[0], []
-        facts.append(SpanFacts(*r[1:15], bool(r[15])))
-    if facts:
-        traces.append((current, facts))
-    return traces
+def trace_ranges(trace_no):
+    lo, n, out = 0, len(trace_no), []
+    while lo < n:
+        hi = lo + 1
+        while hi < n and trace_no[hi] == trace_no[lo]:
+            hi += 1
+        out.append((lo, hi))
+        lo = hi
+    return out
 
 
 def main() -> int:
@@ -101,25 +100,27 @@ def run(args, work: Path) -> int:
     otlp_store.close()
 
     t0 = time.perf_counter()
-    traces = traces_from_store(store)
+    cols = fetch_columns(store)
     figures["fetch"] = (n_spans, time.perf_counter() - t0)
     store.close()
 
+    ranges = trace_ranges(cols["trace_no"])
     t0 = time.perf_counter()
-    for _, facts in traces:
-        critical_path(PathSpan(f.span_id, f.parent_id, f.start, f.end, f.kind) for f in facts)
-    cp_s = time.perf_counter() - t0
-    figures["critical path"] = (n_spans, cp_s)
+    for lo, hi in ranges:
+        walk_arrays(cols["parent_idx"], cols["start_ns"], cols["end_ns"], cols["kind"], lo, hi)
+    figures["critical path"] = (n_spans, time.perf_counter() - t0)
     t0 = time.perf_counter()
-    for trace_id, facts in traces:
-        analyze_trace(trace_id, facts, {}, {})
+    analysis = analyze_columns(cols)
     figures["critical path + classification"] = (n_spans, time.perf_counter() - t0)
+    assert len(analysis.tasks) == args.tasks
 
-    sample = traces[: args.sample]
-    sample_spans = sum(len(f) for _, f in sample)
+    sample = [[SimpleNamespace(span_id=cols["span_id"][i], parent_id=cols["parent_span_id"][i],
+                               start=cols["start_ns"][i], end=cols["end_ns"][i])
+               for i in range(lo, hi)] for lo, hi in ranges[: args.sample]]
+    sample_spans = sum(len(f) for f in sample)
     try:
         t0 = time.perf_counter()
-        for _, facts in sample:
+        for facts in sample:
             networkx_longest_path(facts)
         figures["networkx baseline"] = (sample_spans, time.perf_counter() - t0)
     except ImportError:

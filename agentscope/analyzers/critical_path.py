@@ -63,19 +63,21 @@ class CriticalPath(NamedTuple):
 
 
 class Walk(NamedTuple):
-    """The walk over one trace, by index into ``spans`` (the unique spans, in input order)."""
+    """The walk over one trace. ``sections`` are (index or -1 for a gap, start, end),
+    ascending and merged; indices are positions in the arrays given to :func:`walk_arrays`
+    (for :func:`walk`, in ``spans``, the unique spans in input order)."""
 
     spans: list
-    sections: list  # of (index or -1 for a gap, start, end), ascending, merged
+    sections: list
     start: int
     end: int
-    roots: list  # indices
+    roots: list
     off_path: int
     duplicates: int
 
 
 def walk(spans: Iterable) -> Walk:
-    """The critical path over any span-like objects (``span_id``, ``parent_id``, ``start``,
+    """The critical path over span-like objects (``span_id``, ``parent_id``, ``start``,
     ``end``, ``kind``), by index. :func:`critical_path` is the named form."""
     index: dict = {}
     uniq: list = []
@@ -86,53 +88,61 @@ def walk(spans: Iterable) -> Walk:
         else:
             index[s.span_id] = len(uniq)
             uniq.append(s)
-    n = len(uniq)
-    if not n:
-        return Walk(uniq, [], 0, 0, [], 0, duplicates)
-    kids: list = [None] * n
-    roots = []
     get = index.get
-    for i, s in enumerate(uniq):
-        p = get(s.parent_id) if s.parent_id is not None else None
-        if p is None or p == i:
-            roots.append(i)
-        elif kids[p] is None:
-            kids[p] = [i]
-        else:
+    parent = [-1 if s.parent_id is None else get(s.parent_id, -1) for s in uniq]
+    w = walk_arrays(parent, [s.start for s in uniq], [s.end for s in uniq],
+                    [s.kind for s in uniq], 0, len(uniq))
+    return w._replace(spans=uniq, duplicates=duplicates)
+
+
+def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi: int,
+                roots: Optional[list] = None) -> Walk:
+    """The walk over the spans ``lo..hi-1`` of flat arrays (one trace, unique spans).
+
+    ``parent[i]`` is the index of i's parent, or -1 (a parent outside ``lo..hi`` counts as
+    missing). ``roots`` overrides which spans are walked as roots.
+    """
+    n = hi - lo
+    if n <= 0:
+        return Walk([], [], 0, 0, [], 0, 0)
+    kids: dict = {}
+    found_roots = []
+    for i in range(lo, hi):
+        p = parent[i]
+        if p < lo or p >= hi or p == i:
+            found_roots.append(i)
+        elif p in kids:
             kids[p].append(i)
-    return _walk(uniq, kids, roots, duplicates)
-
-
-def _walk(uniq: list, kids: list, roots: list, duplicates: int) -> Walk:
-    n = len(uniq)
-    cs = [0] * n  # clipped start/end; reached[i] says whether i survived clipping
-    ce = [0] * n
-    reached = [False] * n
+        else:
+            kids[p] = [i]
+    if roots is None:
+        roots = found_roots
+    cs: dict = {}  # clipped start/end of the spans that survive clipping
+    ce: dict = {}
     order = []
     for r in roots:
-        s = uniq[r]
-        cs[r], ce[r] = s.start, max(s.end, s.start)
-        reached[r] = True
+        s, e = starts[r], ends[r]
+        cs[r], ce[r] = s, (e if e > s else s)
         order.append(r)
-    children: list = [None] * n
-    parent_of = [-1] * n
+    children: dict = {}
+    parent_of: dict = {}
     i = 0
     while i < len(order):
         p = order[i]
         i += 1
-        ks = kids[p]
+        ks = kids.get(p)
         if ks is None:
             continue
         p_start, p_end = cs[p], ce[p]
-        producer = uniq[p].kind == "producer"
+        producer = kinds[p] == "producer"
         kept = []
         for c in ks:
-            if reached[c]:  # reached twice: a cycle
+            if c in cs:  # reached twice: a cycle
                 continue
-            s = uniq[c]
-            if producer and s.kind == "consumer":
+            if producer and kinds[c] == "consumer":
                 continue
-            c_start, c_end = s.start, max(s.end, s.start)
+            c_start = starts[c]
+            c_end = ends[c] if ends[c] > c_start else c_start
             point = c_start == c_end
             if c_start >= p_end and not (point and c_start == p_end):
                 continue
@@ -140,7 +150,6 @@ def _walk(uniq: list, kids: list, roots: list, duplicates: int) -> Walk:
                 continue
             cs[c] = c_start if c_start > p_start else p_start
             ce[c] = c_end if c_end < p_end else p_end
-            reached[c] = True
             parent_of[c] = p
             kept.append(c)
             order.append(c)
@@ -180,7 +189,7 @@ def _walk(uniq: list, kids: list, roots: list, duplicates: int) -> Walk:
             merged[-1] = (sec[0], merged[-1][1], sec[2])
         else:
             merged.append(sec)
-    return Walk(uniq, merged, start, end, roots, off_path, duplicates)
+    return Walk([], merged, start, end, roots, off_path, 0)
 
 
 def _descend(top: int, t: int, cur: int, cs: list, ce: list, children: list, parent_of: list,
@@ -188,7 +197,7 @@ def _descend(top: int, t: int, cur: int, cs: list, ce: list, children: list, par
     """Walk back from time ``t`` inside ``top``'s subtree; returns ``top``'s start."""
     cursor: dict = {}
     while True:
-        ids = children[cur]
+        ids = children.get(cur)
         if ids is not None:
             k = cursor.get(cur, 0)
             m = len(ids)
@@ -215,15 +224,13 @@ def critical_path(spans: Iterable, root_id: Optional[str] = None) -> CriticalPat
     """The critical path of one trace (or of the subtree under ``root_id``)."""
     w = walk(spans)
     if root_id is not None:
-        idx = next((i for i, s in enumerate(w.spans) if s.span_id == root_id), None)
-        if idx is not None:
-            index = {s.span_id: i for i, s in enumerate(w.spans)}
-            kids: list = [None] * len(w.spans)
-            for i, s in enumerate(w.spans):
-                p = index.get(s.parent_id) if s.parent_id is not None else None
-                if p is not None and p != i:
-                    kids[p] = [i] if kids[p] is None else kids[p] + [i]
-            w = _walk(w.spans, kids, [idx], w.duplicates)
+        index = {s.span_id: i for i, s in enumerate(w.spans)}
+        if root_id in index:
+            parent = [-1 if s.parent_id is None else index.get(s.parent_id, -1) for s in w.spans]
+            w = walk_arrays(parent, [s.start for s in w.spans], [s.end for s in w.spans],
+                            [s.kind for s in w.spans], 0, len(w.spans),
+                            roots=[index[root_id]])._replace(spans=w.spans,
+                                                            duplicates=w.duplicates)
     if not w.spans:
         return CriticalPath((), 0, 0, (), 0, w.duplicates)
     ids = [s.span_id for s in w.spans]

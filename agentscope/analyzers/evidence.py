@@ -30,7 +30,6 @@ CLASSES = tuple(r.value for r in Resource)  # report order: gpu, cpu, memory, io
 
 BUSY = 0.5  # on-CPU fraction at or above which self time counts as CPU work
 MAJOR_FAULT_NS = 100_000  # a major fault costs about this much waiting (disk/swap read)
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
 class SpanFacts(NamedTuple):
@@ -49,7 +48,7 @@ class SpanFacts(NamedTuple):
     child_cpu: Optional[int]  # CPU of the child processes it waited for (for the evidence)
     queue_s: Optional[float]  # gen_ai.latency.time_in_queue
     model_s: Optional[float]  # prefill + decode reported by the server
-    server: Optional[str]  # server.address
+    server_local: Optional[bool]  # server.address is this machine
     loop: bool  # CPU measured on an event loop (shared with other tasks)
 
 
@@ -57,12 +56,17 @@ class Verdict(NamedTuple):
     shares: dict  # class -> fraction of the section (sums to 1)
     confidence: float
     reason: str  # evidence, in words
+    cls: str = ""  # the dominant class
+
+    @classmethod
+    def of(cls, shares: dict, confidence: float, reason: str) -> "Verdict":
+        return cls(shares, confidence, reason, dominant(shares))
 
 
 def classify(span: Optional[SpanFacts]) -> Verdict:
     """The class shares of a section owned by ``span`` (None: a gap between root spans)."""
     if span is None:
-        return Verdict({IO: 1.0}, 0.3, "untraced gap between the trace's root spans")
+        return Verdict.of({IO: 1.0}, 0.3, "untraced gap between the trace's root spans")
     stage = span.stage or "unknown"
     cpu, wall, faults = span.own_cpu, span.own_wall, span.own_faults
     shares: dict = {}
@@ -77,7 +81,7 @@ def classify(span: Optional[SpanFacts]) -> Verdict:
         rest -= q
         notes.append(f"server queue {span.queue_s:.3g} s")
     if rest <= 1e-9:
-        return Verdict(shares, 0.9, _join(notes))
+        return Verdict.of(shares, 0.9, _join(notes))
 
     if cpu is None:  # no accounting: the label is all we have
         guess = {"queue": QUEUE, "inference": _inference_wait(span)[0], "memory": MEMORY,
@@ -85,7 +89,7 @@ def classify(span: Optional[SpanFacts]) -> Verdict:
         shares[guess] = shares.get(guess, 0.0) + rest
         notes.append(f"no resource accounting on this span; {guess} assumed from its stage "
                      f"'{stage}'")
-        return Verdict(shares, 0.3, _join(notes))
+        return Verdict.of(shares, 0.3, _join(notes))
 
     busy = min(cpu / wall, 1.0) if wall > 0 else 0.0
     cpu_part = rest * busy
@@ -123,13 +127,13 @@ def classify(span: Optional[SpanFacts]) -> Verdict:
                 notes.append(why)
     if span.loop and shares.get(CPU, 0) > 0.5:
         confidence = min(confidence, 0.6)
-    return Verdict(shares, confidence, _join(notes))
+    return Verdict.of(shares, confidence, _join(notes))
 
 
 def _inference_wait(span: SpanFacts) -> tuple:
     if span.model_s:
         return GPU, f"server-reported model time {span.model_s:.3g} s"
-    if span.server and span.server.lower() in LOCAL_HOSTS:
+    if span.server_local:
         return GPU, "waiting on a local model server (no device counters: accelerator assumed)"
     return IO, "waiting on a model endpoint (remote API or untraced server)"
 

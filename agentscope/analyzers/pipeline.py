@@ -7,23 +7,30 @@ import json
 
 from ..store.duckdb_store import Store, sql
 from .evidence import CLASSES
-from .tasks import Analysis, analyze_rows
+from .tasks import Analysis, analyze_columns
 
 
 def analyze_store(store: Store, save: bool = True) -> Analysis:
-    cursor = store.con.execute(sql("analysis_input.sql"))
-    analysis = analyze_rows(_iter_rows(cursor))
+    analysis = analyze_columns(fetch_columns(store))
     if save:
         store.save_analysis(_task_rows(analysis), _section_rows(analysis))
     return analysis
 
 
-def _iter_rows(cursor, batch: int = 65536):
-    while True:
-        rows = cursor.fetchmany(batch)
-        if not rows:
-            return
-        yield from rows
+def fetch_columns(store: Store) -> dict:
+    """The analysis input as Python lists, one per column (NULL -> None). Fetched as numpy
+    arrays first: many times faster than row tuples for a million spans."""
+    arrays = store.con.execute(sql("analysis_input.sql")).fetchnumpy()
+    cols = {}
+    for name, a in arrays.items():
+        if hasattr(a, "mask"):  # a masked array: NULLs
+            mask = a.mask.tolist() if a.mask.shape else [bool(a.mask)] * len(a)
+            cols[name] = [None if m else v for v, m in zip(a.data.tolist(), mask)]
+        elif a.dtype.kind == "f":  # NULLs of float columns may come as NaN
+            cols[name] = [None if v != v else v for v in a.tolist()]
+        else:
+            cols[name] = a.tolist()
+    return cols
 
 
 def _task_rows(analysis: Analysis) -> list:

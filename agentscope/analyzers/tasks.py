@@ -7,9 +7,10 @@ Returns data (:class:`TaskResult`, :class:`Analysis`); presenting it is the expo
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, NamedTuple, Optional
+import gc
+from typing import Any, Callable, NamedTuple, Optional
 
-from .critical_path import walk
+from .critical_path import walk, walk_arrays
 from .evidence import CLASSES, IO, SpanFacts, classify, dominant
 
 SELF_TIME_STAGES = ("task", "agent")  # their self time is orchestration
@@ -52,24 +53,37 @@ class Analysis:
 
 
 def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Optional[TaskResult]:
-    """Analyse one trace (its spans as :class:`SpanFacts`)."""
+    """Analyse one trace given as :class:`SpanFacts` (the reference form, used by tests)."""
     w = walk(facts)
     if not w.roots:
         return None
     spans = w.spans
-    task = next((spans[r] for r in w.roots if spans[r].stage == "task"), spans[w.roots[0]])
-    duration = max(w.end - w.start, 0)
+    return _task(trace_id, w, spans.__getitem__, lanes, services)
 
+
+def _task(trace_id: str, w: Any, fact: Callable[[int], SpanFacts], lanes: dict,
+          services: dict) -> TaskResult:
+    """Shares, bottleneck, confidence and evidence from a walk; ``fact(i)`` gives span i."""
+    task = None
+    for r in w.roots:
+        f = fact(r)
+        if task is None or f.stage == "task":
+            task = f
+            if f.stage == "task":
+                break
+    duration = max(w.end - w.start, 0)
     segments = []
     verdicts: dict = {}
+    facts: dict = {}
     totals = dict.fromkeys(CLASSES, 0.0)
     weights: dict = {}
     orchestration = 0
     for idx, start, end in w.sections:
         v = verdicts.get(idx)
-        span = spans[idx] if idx >= 0 else None
         if v is None:
+            span = facts[idx] = fact(idx) if idx >= 0 else None
             v = verdicts[idx] = classify(span)
+        span = facts[idx]
         length = end - start
         for cls, frac in v.shares.items():
             totals[cls] += frac * length
@@ -78,19 +92,20 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
             orchestration += length
         segments.append(Segment(span.span_id if span else None, span.name if span else "(gap)",
                                 span.stage if span else None, start, end,
-                                dominant(v.shares), v.shares, v.confidence, v.reason))
+                                v.cls, v.shares, v.confidence, v.reason))
     if duration > 0:
         shares = {c: totals[c] / duration for c in CLASSES}
         bottleneck = dominant(shares)
     else:
         shares = dict.fromkeys(CLASSES, 0.0)
-        bottleneck = dominant(next(iter(verdicts.values())).shares) if verdicts else IO
+        bottleneck = next(iter(verdicts.values())).cls if verdicts else IO
     confidence = _confidence(shares, verdicts, weights, duration)
     evidence = _evidence(segments, duration)
+    n_spans = len(w.spans) if w.spans else None
     return TaskResult(
         trace_id, task.name, lanes.get(task.span_id), services.get(task.span_id), w.start,
-        duration, bottleneck, confidence, shares, evidence, segments, len(spans), orchestration,
-        w.duplicates, w.off_path)
+        duration, bottleneck, confidence, shares, evidence, segments, n_spans or 0,
+        orchestration, w.duplicates, w.off_path)
 
 
 def _confidence(shares: dict, verdicts: dict, weights: dict, duration: int) -> float:
@@ -118,34 +133,62 @@ def _evidence(segments: list, duration: int) -> list:
     return out
 
 
-def analyze_rows(rows: Iterable[tuple]) -> Analysis:
-    """Analyse rows of ``analysis_input.sql`` (ordered by trace)."""
-    tasks = []
-    current: Optional[str] = None
-    facts: list = []
-    lanes: dict = {}
-    services: dict = {}
+FACT_COLUMNS = SpanFacts._fields
 
-    def flush() -> None:
-        if current is not None and facts:
-            result = analyze_trace(current, facts, lanes, services)
-            if result is not None:
-                tasks.append(result)
 
-    for row in rows:
-        (trace_id, span_id, parent, name, stage, kind, start, end, own_cpu, own_wall, faults,
-         child_cpu, queue_s, model_s, server, loop, lane, service) = row
-        if trace_id != current:
-            flush()
-            current, facts, lanes, services = trace_id, [], {}, {}
-        facts.append(SpanFacts(span_id, parent, name, stage, kind, start, end, own_cpu, own_wall,
-                               faults, child_cpu, queue_s, model_s, server, bool(loop)))
-        if lane:
-            lanes[span_id] = lane
-        if service:
-            services[span_id] = service
-    flush()
+def analyze_columns(cols: dict) -> Analysis:
+    """Analyse the columns of ``store/sql/analysis_input.sql`` (lists, ordered by trace).
+
+    The walk runs on integer arrays (``parent_idx``, ``start_ns``, ``end_ns``); a
+    :class:`SpanFacts` is built only for the spans that own a critical-path section.
+    """
+    trace_no, parent = cols["trace_no"], cols["parent_idx"]
+    starts, ends, kinds = cols["start_ns"], cols["end_ns"], cols["kind"]
+    trace_ids, lane_col, service_col = cols["trace_id"], cols["lane"], cols["service"]
+    fields = [cols[c] for c in ("span_id", "parent_span_id", "name", "stage", "kind", "start_ns",
+                                "end_ns", "own_cpu", "own_wall", "own_faults", "child_cpu_ns",
+                                "queue_s", "model_s", "server_local", "loop")]
+    make = SpanFacts._make
+
+    def fact(i: int) -> SpanFacts:
+        return make([f[i] for f in fields])
+
+    tasks: list = []
+    enabled = gc.isenabled()
+    gc.disable()  # it builds many small objects and no cycles: collections only cost time
+    try:
+        _walk_all(tasks, trace_no, parent, starts, ends, kinds, trace_ids, lane_col,
+                  service_col, fields[0], fact)
+    finally:
+        if enabled:
+            gc.enable()
     return Analysis(tasks, summarize(tasks))
+
+
+def _walk_all(tasks: list, trace_no: list, parent: list, starts: list, ends: list, kinds: list,
+              trace_ids: list, lane_col: list, service_col: list, span_ids: list,
+              fact: Callable[[int], SpanFacts]) -> None:
+    n = len(trace_no)
+    lo = 0
+    while lo < n:
+        hi = lo + 1
+        current = trace_no[lo]
+        while hi < n and trace_no[hi] == current:
+            hi += 1
+        w = walk_arrays(parent, starts, ends, kinds, lo, hi)
+        trace_id, lanes, services = "", {}, {}
+        for r in range(lo, hi):
+            if trace_ids[r] is not None:
+                trace_id = trace_ids[r]
+                sid = span_ids[r]
+                if lane_col[r] is not None:
+                    lanes[sid] = lane_col[r]
+                if service_col[r] is not None:
+                    services[sid] = service_col[r]
+        if w.roots:
+            result = _task(trace_id, w, fact, lanes, services)
+            tasks.append(result._replace(spans=hi - lo))
+        lo = hi
 
 
 def summarize(tasks: list) -> dict:
