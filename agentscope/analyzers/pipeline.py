@@ -20,16 +20,22 @@ def analyze_store(store: Store, save: bool = True) -> Analysis:
 def fetch_columns(store: Store) -> dict:
     """The analysis input as Python lists, one per column (NULL -> None). Fetched as numpy
     arrays first: many times faster than row tuples for a million spans."""
+    import numpy as np
+
     arrays = store.con.execute(sql("analysis_input.sql")).fetchnumpy()
     cols = {}
     for name, a in arrays.items():
-        if hasattr(a, "mask"):  # a masked array: NULLs
-            mask = a.mask.tolist() if a.mask.shape else [bool(a.mask)] * len(a)
-            cols[name] = [None if m else v for v, m in zip(a.data.tolist(), mask)]
-        elif a.dtype.kind == "f":  # NULLs of float columns may come as NaN
-            cols[name] = [None if v != v else v for v in a.tolist()]
+        mask = np.ma.getmaskarray(a) if np.ma.isMaskedArray(a) else None
+        data = np.ma.getdata(a)
+        if data.dtype.kind == "f":  # NULLs of float columns may come as NaN
+            nan = np.isnan(data)
+            mask = nan if mask is None else (mask | nan)
+        if mask is not None and mask.any():
+            values = data.astype(object)
+            values[mask] = None
+            cols[name] = values.tolist()
         else:
-            cols[name] = a.tolist()
+            cols[name] = data.tolist()
     return cols
 
 
