@@ -131,7 +131,9 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
     if fmt == "json":
         from .exporters.json_report import report
 
-        click.echo(json.dumps(report(analysis, problems, load), indent=2))
+        # indented for a person at a terminal; compact (several times faster) into pipes
+        indent = 2 if sys.stdout.isatty() else None
+        click.echo(json.dumps(report(analysis, problems, load), indent=indent))
     elif fmt == "markdown":
         from .exporters.table import markdown
 
