@@ -123,6 +123,10 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
     from .analyzers.pipeline import analyze_store
 
     store, load = _open_and_load(trace_dir, db)
+    if load.files_seen == 0:
+        click.echo(f"no capture files in {trace_dir} (looked for spans-*.jsonl, samples-*.jsonl "
+                   "and OTLP/JSON *.json, *.jsonl); record some with agentscope.init(...)",
+                   err=True)
     try:
         analysis = analyze_store(store)
         problems = store.all_problems()
