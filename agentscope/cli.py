@@ -133,11 +133,13 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
     finally:
         store.close()
     if fmt == "json":
+        from .analyzers.tasks import gc_paused
         from .exporters.json_report import report
 
         # indented for a person at a terminal; compact (several times faster) into pipes
         indent = 2 if sys.stdout.isatty() else None
-        click.echo(json.dumps(report(analysis, problems, load), indent=indent))
+        with gc_paused():
+            click.echo(json.dumps(report(analysis, problems, load), indent=indent))
     elif fmt == "markdown":
         from .exporters.table import markdown
 

@@ -6,9 +6,10 @@ Returns data (:class:`TaskResult`, :class:`Analysis`); presenting it is the expo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 from .critical_path import walk, walk_arrays
 from .evidence import CLASSES, IO, SpanFacts, classify, dominant
@@ -154,15 +155,24 @@ def analyze_columns(cols: dict) -> Analysis:
         return make([f[i] for f in fields])
 
     tasks: list = []
-    enabled = gc.isenabled()
-    gc.disable()  # it builds many small objects and no cycles: collections only cost time
-    try:
+    with gc_paused():
         _walk_all(tasks, trace_no, parent, starts, ends, kinds, trace_ids, lane_col,
                   service_col, fields[0], fact)
+    return Analysis(tasks, summarize(tasks))
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector. The analysis builds millions of small objects and
+    no reference cycles; with a large heap each collection rescans it (0.5 s at 1M spans),
+    which made building the results several times slower. Nestable."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if enabled:
             gc.enable()
-    return Analysis(tasks, summarize(tasks))
 
 
 def _walk_all(tasks: list, trace_no: list, parent: list, starts: list, ends: list, kinds: list,

@@ -393,16 +393,17 @@ class Store:
         return len(records)
 
     # ---- analysis results -----------------------------------------------------------------------
-    def save_analysis(self, task_rows: list, section_rows: list) -> None:
-        """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views)."""
+    def save_analysis(self, task_columns: dict, section_columns: dict) -> None:
+        """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
+        Each argument maps the table's column names to equally long lists."""
         import pandas as pd
 
         self._x(sql("analysis_tables.sql"))
-        for table, rows in (("task_results", task_rows), ("cp_sections", section_rows)):
-            if not rows:
+        for table, cols in (("task_results", task_columns), ("cp_sections", section_columns)):
+            if not cols or not next(iter(cols.values())):
                 continue
-            columns = [c[0] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
-            frame = pd.DataFrame(rows, columns=columns)
+            columns = [c[0] for c in self._x(f"DESCRIBE {table}")]
+            frame = pd.DataFrame({c: cols[c] for c in columns})
             self.con.register("incoming", frame)
             try:
                 self._x(f"INSERT INTO {table} SELECT * FROM incoming")
