@@ -37,7 +37,7 @@ from gen_traces import write_otlp_lines, write_spanfiles  # noqa: E402
 
 from agentscope.analyzers.critical_path import walk_arrays  # noqa: E402
 from agentscope.analyzers.pipeline import fetch_columns  # noqa: E402
-from agentscope.analyzers.tasks import analyze_columns  # noqa: E402
+from agentscope.analyzers.engine import analyze_columns  # noqa: E402
 from agentscope.store.duckdb_store import Store  # noqa: E402
 
 

@@ -7,7 +7,8 @@ import json
 
 from ..store.duckdb_store import Store, sql
 from .evidence import CLASSES
-from .tasks import Analysis, analyze_columns, gc_paused
+from .engine import analyze_columns
+from .tasks import Analysis, gc_paused
 
 
 def analyze_store(store: Store, save: bool = True) -> Analysis:
@@ -25,18 +26,12 @@ def fetch_columns(store: Store) -> dict:
 
     arrays = store.con.execute(sql("analysis_input.sql")).fetchnumpy()
     cols = {}
-    for name, a in arrays.items():
-        mask = np.ma.getmaskarray(a) if np.ma.isMaskedArray(a) else None
+    for name, a in arrays.items():  # only strings can be NULL (see the query)
         data = np.ma.getdata(a)
-        if data.dtype.kind == "f":  # NULLs of float columns may come as NaN
-            nan = np.isnan(data)
-            mask = nan if mask is None else (mask | nan)
-        if mask is not None and mask.any():
-            values = data.astype(object)
-            values[mask] = None
-            cols[name] = values.tolist()
-        else:
-            cols[name] = data.tolist()
+        if np.ma.isMaskedArray(a) and np.ma.getmaskarray(a).any():
+            data = data.astype(object)
+            data[np.ma.getmaskarray(a)] = None
+        cols[name] = data.tolist()
     return cols
 
 
@@ -59,19 +54,28 @@ def _task_rows(analysis: Analysis) -> dict:
 
 
 def _section_rows(analysis: Analysis) -> dict:
-    """The cp_sections table, as columns (built by transposing, not row by row)."""
-    trace_ids, seqs, segments = [], [], []
-    for t in analysis.tasks:
-        n = len(t.segments)
-        trace_ids.extend([t.trace_id] * n)
-        seqs.extend(range(n))
-        segments.extend(t.segments)
-    fields = list(zip(*segments)) if segments else [[] for _ in range(9)]
-    span_id, name, stage, start, end, cls, shares, confidence, evidence = fields
-    cols = {"trace_id": trace_ids, "seq": seqs, "span_id": list(span_id), "name": list(name),
-            "stage": list(stage), "start_ns": list(start), "end_ns": list(end),
-            "class": list(cls), "confidence": list(confidence)}
-    for c in CLASSES:
-        cols[f"share_{c}"] = [s.get(c, 0.0) for s in shares]
-    cols["evidence"] = list(evidence)
-    return cols
+    """The cp_sections table, as columns, straight from the engine's section arrays."""
+    sec = analysis.sections
+    if sec is None or not len(sec.task):
+        return {}
+    import numpy as np
+
+    cols = analysis.columns
+    gap = sec.span < 0
+    rows = np.where(gap, 0, sec.span)
+
+    def pick(name: str) -> list:
+        values = np.asarray(cols[name], dtype=object)[rows]
+        values[gap] = None
+        return values.tolist()
+
+    trace_ids = [t.trace_id for t in analysis.tasks]
+    out = {"trace_id": [trace_ids[t] for t in sec.task.tolist()], "seq": sec.seq.tolist(),
+           "span_id": pick("span_id"), "name": pick("name"), "stage": pick("stage"),
+           "start_ns": sec.start.tolist(), "end_ns": sec.end.tolist(),
+           "class": [CLASSES[c] for c in sec.cls.tolist()],
+           "confidence": sec.confidence.tolist()}
+    out["name"] = ["(gap)" if g else v for g, v in zip(gap.tolist(), out["name"])]
+    for k, c in enumerate(CLASSES):
+        out[f"share_{c}"] = sec.shares[:, k].tolist()
+    return out

@@ -9,24 +9,64 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+from collections.abc import Sequence
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
-from .critical_path import walk, walk_arrays
+from .critical_path import walk
 from .evidence import CLASSES, IO, SpanFacts, classify, dominant
 
 SELF_TIME_STAGES = ("task", "agent")  # their self time is orchestration
 
 
-class Segment(NamedTuple):
-    span_id: Optional[str]
-    name: str
-    stage: Optional[str]
-    start_ns: int
-    end_ns: int
-    cls: str
-    shares: dict
-    confidence: float
-    evidence: str
+class Segment:
+    """One critical-path section with its class. ``shares`` and ``evidence`` may be given as
+    zero-argument callables: they are then computed when first read (the words are only
+    needed for reports, and cost more than the numbers)."""
+
+    __slots__ = ("span_id", "name", "stage", "start_ns", "end_ns", "cls", "confidence",
+                 "_shares", "_evidence")
+
+    def __init__(self, span_id: Optional[str], name: str, stage: Optional[str], start_ns: int,
+                 end_ns: int, cls: str, shares: Any, confidence: float, evidence: Any) -> None:
+        self.span_id, self.name, self.stage = span_id, name, stage
+        self.start_ns, self.end_ns, self.cls, self.confidence = start_ns, end_ns, cls, confidence
+        self._shares, self._evidence = shares, evidence
+
+    @property
+    def shares(self) -> dict:
+        if callable(self._shares):
+            self._shares = self._shares()
+        return self._shares
+
+    @property
+    def evidence(self) -> str:
+        if callable(self._evidence):
+            self._evidence = self._evidence()
+        return self._evidence
+
+    def __repr__(self) -> str:
+        return (f"Segment({self.span_id!r}, {self.name!r}, {self.stage!r}, {self.start_ns}, "
+                f"{self.end_ns}, {self.cls!r})")
+
+
+class LazySegments(Sequence):
+    """A task's segments, built on first use from the analysis's section arrays."""
+
+    __slots__ = ("_build", "_items")
+
+    def __init__(self, build: Callable[[], list]) -> None:
+        self._build, self._items = build, None
+
+    def _list(self) -> list:
+        if self._items is None:
+            self._items = self._build()
+        return self._items
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._list()[i]
+
+    def __len__(self) -> int:
+        return len(self._list())
 
 
 class TaskResult(NamedTuple):
@@ -51,6 +91,8 @@ class TaskResult(NamedTuple):
 class Analysis:
     tasks: list
     summary: dict
+    sections: Any = None  # the engine's section arrays (for saving), when it made them
+    columns: Any = None  # the input columns they index into
 
 
 def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Optional[TaskResult]:
@@ -134,73 +176,6 @@ def _evidence(segments: list, duration: int) -> list:
     return out
 
 
-FACT_COLUMNS = SpanFacts._fields
-
-
-def analyze_columns(cols: dict) -> Analysis:
-    """Analyse the columns of ``store/sql/analysis_input.sql`` (lists, ordered by trace).
-
-    The walk runs on integer arrays (``parent_idx``, ``start_ns``, ``end_ns``); a
-    :class:`SpanFacts` is built only for the spans that own a critical-path section.
-    """
-    trace_no, parent = cols["trace_no"], cols["parent_idx"]
-    starts, ends, kinds = cols["start_ns"], cols["end_ns"], cols["kind"]
-    trace_ids, lane_col, service_col = cols["trace_id"], cols["lane"], cols["service"]
-    fields = [cols[c] for c in ("span_id", "parent_span_id", "name", "stage", "kind", "start_ns",
-                                "end_ns", "own_cpu", "own_wall", "own_faults", "child_cpu_ns",
-                                "queue_s", "model_s", "server_local", "loop")]
-    make = SpanFacts._make
-
-    def fact(i: int) -> SpanFacts:
-        return make([f[i] for f in fields])
-
-    tasks: list = []
-    with gc_paused():
-        _walk_all(tasks, trace_no, parent, starts, ends, kinds, trace_ids, lane_col,
-                  service_col, fields[0], fact)
-    return Analysis(tasks, summarize(tasks))
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector. The analysis builds millions of small objects and
-    no reference cycles; with a large heap each collection rescans it (0.5 s at 1M spans),
-    which made building the results several times slower. Nestable."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _walk_all(tasks: list, trace_no: list, parent: list, starts: list, ends: list, kinds: list,
-              trace_ids: list, lane_col: list, service_col: list, span_ids: list,
-              fact: Callable[[int], SpanFacts]) -> None:
-    n = len(trace_no)
-    lo = 0
-    while lo < n:
-        hi = lo + 1
-        current = trace_no[lo]
-        while hi < n and trace_no[hi] == current:
-            hi += 1
-        w = walk_arrays(parent, starts, ends, kinds, lo, hi)
-        trace_id, lanes, services = "", {}, {}
-        for r in range(lo, hi):
-            if trace_ids[r] is not None:
-                trace_id = trace_ids[r]
-                sid = span_ids[r]
-                if lane_col[r] is not None:
-                    lanes[sid] = lane_col[r]
-                if service_col[r] is not None:
-                    services[sid] = service_col[r]
-        if w.roots:
-            result = _task(trace_id, w, fact, lanes, services)
-            tasks.append(result._replace(spans=hi - lo))
-        lo = hi
-
-
 def summarize(tasks: list) -> dict:
     """Fleet figures over all tasks."""
     total = sum(t.duration_ns for t in tasks)
@@ -225,3 +200,17 @@ def summarize(tasks: list) -> dict:
         "lanes": lanes,
         "spans": sum(t.spans for t in tasks),
     }
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector. The analysis builds millions of small objects and
+    no reference cycles; with a large heap each collection rescans it (0.5 s at 1M spans),
+    which made building the results several times slower. Nestable."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -5,7 +5,8 @@
 -- critical-path walk works on integers.
 --   own_cpu    on-CPU time of its thread minus that of its children on the same thread, plus
 --              CPU of the child processes it waited for minus those its children waited for
---              (NULL when its thread CPU was not measured);
+--              (-1 when its thread CPU was not measured);
+-- Numbers are never NULL (0 = none), so they come out of DuckDB as plain numpy arrays.
 --   own_wall   its duration minus the time its children on the same thread ran;
 --   own_faults its major faults (thread + children processes) minus its children's.
 -- Children on another thread or process did not use this thread, so they are not netted.
@@ -33,18 +34,18 @@ SELECT
     s.trace_id AS trace_key,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.trace_id END AS trace_id,
     s.span_id, s.parent_span_id, s.name, s.stage, s.kind, s.start_ns, s.end_ns,
-    CASE WHEN s.thread_cpu_ns IS NULL THEN NULL ELSE
+    CASE WHEN s.thread_cpu_ns IS NULL THEN -1 ELSE
         greatest(s.thread_cpu_ns - coalesce(k.kid_cpu, 0), 0)
         + greatest(coalesce(s.child_cpu_ns, 0) - coalesce(k.kid_child_cpu, 0), 0) END AS own_cpu,
     greatest(s.end_ns - s.start_ns - coalesce(k.busy_wall, 0), 0) AS own_wall,
     greatest(coalesce(s.majflt, 0) + coalesce(s.child_majflt, 0) - coalesce(k.kid_faults, 0), 0)
         AS own_faults,
-    s.child_cpu_ns,
-    TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_queue"') AS DOUBLE) AS queue_s,
-    nullif(coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_model_prefill"') AS DOUBLE), 0)
-         + coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_model_decode"') AS DOUBLE), 0), 0) AS model_s,
-    json_extract_string(s.attrs, '$."server.address"') IN ('localhost', '127.0.0.1', '::1',
-                                                          '0.0.0.0') AS server_local,
+    coalesce(s.child_cpu_ns, 0) AS child_cpu_ns,
+    coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_queue"') AS DOUBLE), 0) AS queue_s,
+    coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_model_prefill"') AS DOUBLE), 0)
+      + coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_model_decode"') AS DOUBLE), 0) AS model_s,
+    coalesce(json_extract_string(s.attrs, '$."server.address"') IN ('localhost', '127.0.0.1', '::1',
+                                                                   '0.0.0.0'), false) AS server_local,
     coalesce(json_extract_string(s.attrs, '$."agentscope.cpu.scope"') = 'loop', false) AS loop,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task'
          THEN json_extract_string(s.attrs, '$."agentscope.lane"') END AS lane,

@@ -1,5 +1,7 @@
 -- Analysis results, replaced on every analysis, and the stable views over them
--- (ARCHITECTURE §5): tasks (one row per task) and critical_path (one row per section).
+-- (ARCHITECTURE §5): tasks (one row per task, with its evidence in words) and critical_path
+-- (one row per section, with its class, confidence and class shares; the words for every
+-- section are in the JSON report).
 CREATE OR REPLACE TABLE task_results (
     trace_id        VARCHAR,
     name            VARCHAR,
@@ -32,8 +34,7 @@ CREATE OR REPLACE TABLE cp_sections (
     share_cpu   DOUBLE,
     share_memory DOUBLE,
     share_io    DOUBLE,
-    share_queue DOUBLE,
-    evidence    VARCHAR
+    share_queue DOUBLE
 );
 CREATE OR REPLACE VIEW tasks AS
     SELECT trace_id, name, lane, service, make_timestamp(start_ns // 1000) AS start,
@@ -45,5 +46,5 @@ CREATE OR REPLACE VIEW critical_path AS
     SELECT c.trace_id, c.seq, c.span_id, c.name, c.stage,
            (c.start_ns - t.start_ns) / 1e9 AS start_s, (c.end_ns - t.start_ns) / 1e9 AS end_s,
            (c.end_ns - c.start_ns) / 1e9 AS duration_s, c.class, c.confidence,
-           c.share_gpu, c.share_cpu, c.share_memory, c.share_io, c.share_queue, c.evidence
+           c.share_gpu, c.share_cpu, c.share_memory, c.share_io, c.share_queue
     FROM cp_sections c JOIN task_results t USING (trace_id);

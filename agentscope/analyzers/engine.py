@@ -1,0 +1,172 @@
+"""The fleet-scale analysis: every trace's critical path, classified and aggregated with numpy.
+
+The same rules as :func:`agentscope.analyzers.tasks.analyze_trace` (the per-trace reference,
+checked against this in the tests), organised for a million spans:
+
+1. walk each trace's critical path on integer arrays (``walk_arrays``) and collect all
+   sections into flat arrays (task number, span index, start, end);
+2. classify every span at once (``classify_columns``);
+3. sum section lengths times their spans' shares per task with ``np.bincount``;
+4. build per task only what is read per task: shares, bottleneck, confidence, the evidence of
+   its three longest-held spans; segments are built when a report asks for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .critical_path import walk_arrays
+from .evidence import CLASSES, IO, SpanFacts, classify, classify_columns
+from .tasks import SELF_TIME_STAGES, Analysis, LazySegments, Segment, TaskResult, gc_paused
+from .tasks import summarize
+
+_FACT_COLUMNS = ("span_id", "parent_span_id", "name", "stage", "kind", "start_ns", "end_ns",
+                 "own_cpu", "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s",
+                 "server_local", "loop")
+_IO = CLASSES.index(IO)
+
+
+class Sections(NamedTuple):
+    """All critical-path sections of an analysis, as parallel arrays."""
+
+    task: np.ndarray  # index into Analysis.tasks
+    span: np.ndarray  # row index into the input columns, -1 for a gap
+    start: np.ndarray
+    end: np.ndarray
+    cls: np.ndarray  # index into CLASSES
+    confidence: np.ndarray
+    shares: np.ndarray  # (n, 5)
+    seq: np.ndarray  # position within its task
+
+
+def analyze_columns(cols: dict) -> Analysis:
+    """Analyse the columns of ``store/sql/analysis_input.sql`` (lists, ordered by trace)."""
+    with gc_paused():
+        return _analyze(cols)
+
+
+def _analyze(cols: dict) -> Analysis:
+    trace_no, parent = cols["trace_no"], cols["parent_idx"]
+    starts, ends, kinds = cols["start_ns"], cols["end_ns"], cols["kind"]
+    stages, span_ids, names = cols["stage"], cols["span_id"], cols["name"]
+    n = len(trace_no)
+
+    # 1. the walks
+    sec_task, sec_span, sec_start, sec_end = [], [], [], []
+    heads = []  # per task: (lo, hi, start, end, first section, roots, off_path)
+    lo = 0
+    while lo < n:
+        hi = lo + 1
+        current = trace_no[lo]
+        while hi < n and trace_no[hi] == current:
+            hi += 1
+        w = walk_arrays(parent, starts, ends, kinds, lo, hi)
+        if w.roots:
+            t = len(heads)
+            heads.append((lo, hi, w.start, w.end, len(sec_span), w.roots, w.off_path))
+            for idx, s, e in w.sections:
+                sec_task.append(t)
+                sec_span.append(idx)
+                sec_start.append(s)
+                sec_end.append(e)
+        lo = hi
+    if not heads:
+        return Analysis([], summarize([]), None, cols)
+
+    # 2. every span classified at once; row n is the gap between roots
+    shares, confidence, cls = classify_columns(
+        stages, starts, ends, cols["own_cpu"], cols["own_wall"], cols["own_faults"],
+        cols["queue_s"], cols["model_s"], cols["server_local"], cols["loop"])
+    gap = classify(None)
+    shares = np.vstack([shares, [gap.shares.get(c, 0.0) for c in CLASSES]])
+    confidence = np.append(confidence, gap.confidence)
+    cls = np.append(cls, _IO)
+    orchestrates = np.append(np.isin(np.asarray(stages, dtype=object), SELF_TIME_STAGES), False)
+
+    # 3. per-task sums
+    task = np.asarray(sec_task, dtype=np.int64)
+    span = np.asarray(sec_span, dtype=np.int64)
+    row = np.where(span < 0, n, span)
+    start = np.asarray(sec_start, dtype=np.int64)
+    end = np.asarray(sec_end, dtype=np.int64)
+    length = (end - start).astype(np.float64)
+    n_tasks = len(heads)
+    totals = np.stack([np.bincount(task, length * shares[row, c], n_tasks)
+                       for c in range(len(CLASSES))], axis=1)
+    weight = np.bincount(task, length, n_tasks)
+    quality = np.divide(np.bincount(task, length * confidence[row], n_tasks), weight,
+                        out=np.zeros(n_tasks), where=weight > 0)
+    orchestration = np.bincount(task, length * orchestrates[row], n_tasks)
+    duration = np.array([max(h[3] - h[2], 0) for h in heads], dtype=np.float64)
+    task_shares = np.divide(totals, duration[:, None], out=np.zeros_like(totals),
+                            where=duration[:, None] > 0)
+    ranked = np.sort(task_shares, axis=1)
+    margin = ranked[:, -1] - ranked[:, -2]
+    task_conf = np.round(quality * (0.5 + 0.5 * np.minimum(margin / 0.3, 1.0)), 2)
+    task_conf[weight <= 0] = 0.0
+    bottleneck = np.argmax(task_shares, axis=1)
+    first_cls = cls[row[[h[4] for h in heads]]] if len(row) else np.full(n_tasks, _IO)
+    bottleneck = np.where(duration > 0, bottleneck, first_cls)
+    seq = np.arange(len(task)) - np.asarray([h[4] for h in heads])[task] if len(task) else task
+    sections = Sections(task, span, start, end, cls[row], confidence[row], shares[row], seq)
+
+    # 4. per-task results
+    fields = [cols[c] for c in _FACT_COLUMNS]
+    verdicts: dict = {}
+
+    def verdict(i: int) -> Any:
+        v = verdicts.get(i)
+        if v is None:
+            v = verdicts[i] = classify(SpanFacts._make([f[i] for f in fields]) if i >= 0 else None)
+        return v
+
+    bounds = [h[4] for h in heads] + [len(task)]
+    share_rows = task_shares.tolist()
+    tasks = []
+    for t, (lo, hi, t_start, t_end, first, roots, off_path) in enumerate(heads):
+        a, b = bounds[t], bounds[t + 1]
+        root = next((r for r in roots if stages[r] == "task"), roots[0])
+        trace_id, lane, service = _root_strings(cols, lo, hi, root)
+        held: dict = {}
+        for k in range(a, b):
+            i = sec_span[k]
+            held[i] = held.get(i, 0) + sec_end[k] - sec_start[k]
+        dur = int(duration[t])
+        evidence = []
+        for i, h in sorted(held.items(), key=lambda kv: -kv[1])[:3]:
+            v = verdict(i)
+            label = "(gap)" if i < 0 else (f"{names[i]} ({stages[i]})" if stages[i] else names[i])
+            evidence.append(f"{label}: {h / 1e9:.3g} s on the critical path "
+                            f"({h / dur if dur else 0.0:.0%}), {v.cls}: {v.reason}")
+        tasks.append(TaskResult(
+            trace_id, names[root], lane, service, t_start, dur, CLASSES[bottleneck[t]],
+            float(task_conf[t]), dict(zip(CLASSES, share_rows[t])), evidence,
+            LazySegments(_segment_builder(sections, a, b, span_ids, names, stages, verdict)),
+            hi - lo, int(orchestration[t]), 0, off_path))
+    return Analysis(tasks, summarize(tasks), sections, cols)
+
+
+def _root_strings(cols: dict, lo: int, hi: int, root: int) -> tuple:
+    """trace_id, lane and service (sent by the query for roots and task spans only)."""
+    trace_ids = cols["trace_id"]
+    trace_id = trace_ids[root]
+    if trace_id is None:
+        trace_id = next((x for x in trace_ids[lo:hi] if x is not None), "")
+    return trace_id, cols["lane"][root], cols["service"][root]
+
+
+def _segment_builder(sections: Sections, a: int, b: int, span_ids: list, names: list,
+                     stages: list, verdict: Any) -> Any:
+    def build() -> list:
+        out = []
+        for k in range(a, b):
+            i = int(sections.span[k])
+            out.append(Segment(
+                span_ids[i] if i >= 0 else None, names[i] if i >= 0 else "(gap)",
+                stages[i] if i >= 0 else None, int(sections.start[k]), int(sections.end[k]),
+                CLASSES[sections.cls[k]], lambda i=i: verdict(i).shares,
+                float(sections.confidence[k]), lambda i=i: verdict(i).reason))
+        return out
+    return build

@@ -1,0 +1,68 @@
+"""The fleet engine (numpy, columnar) gives the same results as the per-trace reference."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentscope.analyzers.engine import analyze_columns
+from agentscope.analyzers.evidence import SpanFacts
+from agentscope.analyzers.pipeline import fetch_columns
+from agentscope.analyzers.tasks import analyze_trace
+from agentscope.store.duckdb_store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+FIELDS = ("span_id", "parent_span_id", "name", "stage", "kind", "start_ns", "end_ns", "own_cpu",
+          "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s", "server_local", "loop")
+
+
+def _reference(cols):
+    """Per-trace reference analysis over the same input rows."""
+    out, n, lo = [], len(cols["trace_no"]), 0
+    while lo < n:
+        hi = lo + 1
+        while hi < n and cols["trace_no"][hi] == cols["trace_no"][lo]:
+            hi += 1
+        facts = [SpanFacts._make([cols[f][i] for f in FIELDS]) for i in range(lo, hi)]
+        roots = [i for i in range(lo, hi) if cols["trace_id"][i] is not None]
+        lanes = {cols["span_id"][i]: cols["lane"][i] for i in roots if cols["lane"][i]}
+        services = {cols["span_id"][i]: cols["service"][i] for i in roots if cols["service"][i]}
+        trace_id = next((cols["trace_id"][i] for i in roots), "")
+        out.append(analyze_trace(trace_id, facts, lanes, services))
+        lo = hi
+    return out
+
+
+def _compare(directory):
+    with Store(None) as store:
+        store.load(directory)
+        cols = fetch_columns(store)
+    fast = analyze_columns(cols).tasks
+    ref = _reference(cols)
+    assert len(fast) == len(ref) > 0
+    for a, b in zip(fast, ref):
+        assert (a.trace_id, a.name, a.lane, a.service) == (b.trace_id, b.name, b.lane, b.service)
+        assert (a.start_ns, a.duration_ns, a.bottleneck) == (b.start_ns, b.duration_ns,
+                                                             b.bottleneck), a.name
+        assert a.confidence == pytest.approx(b.confidence, abs=0.011)
+        for c in a.shares:
+            assert a.shares[c] == pytest.approx(b.shares[c], abs=1e-9)
+        assert a.evidence == b.evidence
+        assert a.orchestration_ns == b.orchestration_ns
+        assert [(s.span_id, s.start_ns, s.end_ns, s.cls, s.evidence) for s in a.segments] == \
+               [(s.span_id, s.start_ns, s.end_ns, s.cls, s.evidence) for s in b.segments]
+
+
+def test_engine_matches_reference_on_sample_traces():
+    _compare(REPO / "sample_traces")
+
+
+def test_engine_matches_reference_on_generated_traces(tmp_path):
+    from gen_traces import write_spanfiles
+
+    write_spanfiles(tmp_path, 150, spans_per_task=40, branches=3)
+    _compare(tmp_path)

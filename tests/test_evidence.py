@@ -1,0 +1,75 @@
+"""The classifier: the per-span rules, and the vectorized form agreeing with them exactly."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from agentscope.analyzers.evidence import (CLASSES, SpanFacts, classify, classify_columns,
+                                           dominant)
+
+
+def facts(**kw):
+    base = dict(span_id="a", parent_id=None, name="n", stage="tool", kind="internal", start=0,
+                end=1_000_000_000, own_cpu=0.0, own_wall=1e9, own_faults=0.0, child_cpu=0,
+                queue_s=0.0, model_s=0.0, server_local=False, loop=False)
+    base.update(kw)
+    return SpanFacts(**base)
+
+
+@pytest.mark.parametrize("kw,cls", [
+    ({"own_cpu": 0.95e9}, "cpu"),
+    ({"own_cpu": 0.01e9}, "io"),
+    ({"stage": "inference", "own_cpu": 0.9e9}, "cpu"),  # a model run on the CPU
+    ({"stage": "inference", "own_cpu": 0.0, "queue_s": 0.8}, "queue"),
+    ({"stage": "inference", "own_cpu": 0.0, "model_s": 0.9}, "gpu"),
+    ({"stage": "inference", "own_cpu": 0.0, "server_local": True}, "gpu"),
+    ({"stage": "inference", "own_cpu": 0.0}, "io"),  # a remote model API
+    ({"stage": "queue", "own_cpu": 0.0}, "queue"),
+    ({"stage": "memory", "own_cpu": 0.0}, "memory"),
+    ({"own_cpu": 0.0, "own_faults": 9000.0}, "memory"),  # 9000 major faults in 1 s
+    ({"stage": "context", "own_cpu": -1.0}, "cpu"),  # unmeasured: the stage decides, weakly
+])
+def test_rules(kw, cls):
+    v = classify(facts(**kw))
+    assert v.cls == cls, v
+    assert abs(sum(v.shares.values()) - 1) < 1e-6
+    if kw.get("own_cpu") == -1.0:
+        assert v.confidence == 0.3 and "no resource accounting" in v.reason
+
+
+def test_gap_between_roots():
+    v = classify(None)
+    assert v.cls == "io" and v.confidence == 0.3
+
+
+def test_vectorized_form_agrees_with_the_rules():
+    rng = random.Random(3)
+    spans = []
+    for _ in range(3000):
+        dur = rng.choice([1, 1000, 10**6, 10**9])
+        wall = dur * rng.choice([0, 0.3, 1.0])
+        spans.append(facts(
+            stage=rng.choice(["tool", "inference", "queue", "memory", "context", "task", "agent",
+                              "env", None]),
+            end=dur, own_wall=wall,
+            own_cpu=rng.choice([-1.0, 0.0, wall * rng.random(), wall * 2]),
+            own_faults=rng.choice([0.0, 0.0, 3.0, 1e6]),
+            queue_s=rng.choice([0.0, 0.0, dur * rng.random() / 1e9, 5.0]),
+            model_s=rng.choice([0.0, 0.2]), server_local=rng.random() < 0.3,
+            loop=rng.random() < 0.2))
+    cols = list(zip(*spans))
+    f = SpanFacts._fields
+    shares, confidence, cls = classify_columns(
+        *(cols[f.index(name)] for name in ("stage", "start", "end", "own_cpu", "own_wall",
+                                           "own_faults", "queue_s", "model_s", "server_local",
+                                           "loop")))
+    for i, span in enumerate(spans):
+        v = classify(span)
+        expected = np.array([v.shares.get(c, 0.0) for c in CLASSES])
+        assert np.allclose(shares[i], expected, atol=1e-9), (span, v.shares, shares[i])
+        assert confidence[i] == pytest.approx(v.confidence), (span, v)
+        assert CLASSES[cls[i]] == dominant(v.shares) or np.isclose(
+            shares[i].max(), v.shares.get(v.cls, 0.0))
