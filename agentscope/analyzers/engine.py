@@ -48,9 +48,11 @@ def analyze_columns(cols: dict) -> Analysis:
 
 
 def _analyze(cols: dict) -> Analysis:
-    trace_no, parent = cols["trace_no"], cols["parent_idx"]
-    starts, ends, kinds = cols["start_ns"], cols["end_ns"], cols["kind"]
-    stages, span_ids, names = cols["stage"], cols["span_id"], cols["name"]
+    # the walk indexes these one element at a time: Python lists are much faster for that
+    trace_no, parent = _as_list(cols["trace_no"]), _as_list(cols["parent_idx"])
+    starts, ends = _as_list(cols["start_ns"]), _as_list(cols["end_ns"])
+    kinds, stages = _as_list(cols["kind"]), _as_list(cols["stage"])
+    span_ids, names = cols["span_id"], cols["name"]
     n = len(trace_no)
 
     # 1. the walks
@@ -77,7 +79,7 @@ def _analyze(cols: dict) -> Analysis:
 
     # 2. every span classified at once; row n is the gap between roots
     shares, confidence, cls = classify_columns(
-        stages, starts, ends, cols["own_cpu"], cols["own_wall"], cols["own_faults"],
+        cols["stage"], cols["start_ns"], cols["end_ns"], cols["own_cpu"], cols["own_wall"], cols["own_faults"],
         cols["queue_s"], cols["model_s"], cols["server_local"], cols["loop"])
     gap = classify(None)
     shares = np.vstack([shares, [gap.shares.get(c, 0.0) for c in CLASSES]])
@@ -119,7 +121,8 @@ def _analyze(cols: dict) -> Analysis:
     def verdict(i: int) -> Any:
         v = verdicts.get(i)
         if v is None:
-            v = verdicts[i] = classify(SpanFacts._make([f[i] for f in fields]) if i >= 0 else None)
+            v = verdicts[i] = classify(SpanFacts._make([_py(f[i]) for f in fields])
+                                       if i >= 0 else None)
         return v
 
     bounds = [h[4] for h in heads] + [len(task)]
@@ -141,11 +144,20 @@ def _analyze(cols: dict) -> Analysis:
             evidence.append(f"{label}: {h / 1e9:.3g} s on the critical path "
                             f"({h / dur if dur else 0.0:.0%}), {v.cls}: {v.reason}")
         tasks.append(TaskResult(
-            trace_id, names[root], lane, service, t_start, dur, CLASSES[bottleneck[t]],
+            trace_id, _py(names[root]), lane, service, t_start, dur, CLASSES[bottleneck[t]],
             float(task_conf[t]), dict(zip(CLASSES, share_rows[t])), evidence,
             LazySegments(_segment_builder(sections, a, b, span_ids, names, stages, verdict)),
             hi - lo, int(orchestration[t]), 0, off_path))
     return Analysis(tasks, summarize(tasks), sections, cols)
+
+
+def _as_list(values: Any) -> list:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+def _py(value: Any) -> Any:
+    """A numpy scalar as the Python value (so records and reports hold plain types)."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def _root_strings(cols: dict, lo: int, hi: int, root: int) -> tuple:
@@ -164,7 +176,7 @@ def _segment_builder(sections: Sections, a: int, b: int, span_ids: list, names: 
         for k in range(a, b):
             i = int(sections.span[k])
             out.append(Segment(
-                span_ids[i] if i >= 0 else None, names[i] if i >= 0 else "(gap)",
+                _py(span_ids[i]) if i >= 0 else None, _py(names[i]) if i >= 0 else "(gap)",
                 stages[i] if i >= 0 else None, int(sections.start[k]), int(sections.end[k]),
                 CLASSES[sections.cls[k]], lambda i=i: verdict(i).shares,
                 float(sections.confidence[k]), lambda i=i: verdict(i).reason))

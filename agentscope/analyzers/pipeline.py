@@ -20,18 +20,19 @@ def analyze_store(store: Store, save: bool = True) -> Analysis:
 
 
 def fetch_columns(store: Store) -> dict:
-    """The analysis input as Python lists, one per column (NULL -> None). Fetched as numpy
-    arrays first: many times faster than row tuples for a million spans."""
+    """The analysis input as numpy arrays, one per column: numbers as numeric arrays (the
+    query never returns NULL numbers), strings as object arrays with None for NULL. Fetching
+    columns is many times faster than row tuples for a million spans."""
     import numpy as np
 
     arrays = store.con.execute(sql("analysis_input.sql")).fetchnumpy()
     cols = {}
-    for name, a in arrays.items():  # only strings can be NULL (see the query)
+    for name, a in arrays.items():
         data = np.ma.getdata(a)
         if np.ma.isMaskedArray(a) and np.ma.getmaskarray(a).any():
             data = data.astype(object)
             data[np.ma.getmaskarray(a)] = None
-        cols[name] = data.tolist()
+        cols[name] = data
     return cols
 
 
