@@ -128,7 +128,7 @@ def _analyze(cols: dict) -> Analysis:
     bounds = [h[4] for h in heads] + [len(task)]
     share_rows = task_shares.tolist()
     tasks = []
-    for t, (lo, hi, t_start, t_end, first, roots, off_path) in enumerate(heads):
+    for t, (lo, hi, t_start, _end, _first, roots, off_path) in enumerate(heads):
         a, b = bounds[t], bounds[t + 1]
         root = next((r for r in roots if stages[r] == "task"), roots[0])
         trace_id, lane, service = _root_strings(cols, lo, hi, root)
