@@ -14,10 +14,11 @@ from agentscope.formats import spanfile
 from agentscope.records import SpanRecord
 
 REPO = Path(__file__).resolve().parents[1]
+T0 = 1_700_000_000_000_000_000
 
 
 def _record(span_id, stage="tool"):
-    return SpanRecord("a" * 32, span_id, None, "n", stage, "internal", 10, 20, "unset", None,
+    return SpanRecord("a" * 32, span_id, None, "n", stage, "internal", T0 + 10, T0 + 20, "unset", None,
                       "svc", "h", 1, 1, 5, 0, 0, 0, 0, 0, 0, 0, {})
 
 

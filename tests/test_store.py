@@ -17,7 +17,10 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
 
 
-def rec(n, trace="a" * 32, parent=None, start=1000, end=2000, **kw):
+T0 = 1_700_000_000_000_000_000
+
+
+def rec(n, trace="a" * 32, parent=None, start=T0 + 1000, end=T0 + 2000, **kw):
     base = SpanRecord(trace, f"{n:016x}", parent, f"s{n}", "tool", "internal", start, end,
                       "unset", None, "svc", "h", 1, 1, 10, 0, 0, 0, 0, 0, 0, 0, {})
     return base._replace(**kw)
@@ -47,7 +50,7 @@ def test_bad_lines_are_named_and_the_rest_loads(tmp_path):
     path = tmp_path / "spans-h-1-1.jsonl"
     good = [rec(1), rec(2)]
     lines = [spanfile.encode(good[0]), "{oops\n",
-             spanfile.encode(rec(3, start=5, end=4)),
+             spanfile.encode(rec(3, start=T0 + 5, end=T0 + 4)),
              json.dumps({"trace_id": "a" * 32, "name": "no ids"}) + "\n",
              spanfile.encode(good[1])]
     path.write_text("".join(lines) + spanfile.encode(rec(4))[:30])  # torn last line
@@ -111,8 +114,8 @@ def test_otlp_round_trip_of_our_accounting(tmp_path):
     request = {"resourceSpans": [{"resource": {"attributes": [
         {"key": "service.name", "value": {"stringValue": "svc"}}]}, "scopeSpans": [{"spans": [{
             "traceId": "AAAAAAAAAAAAAAAAAAAAAQ==", "spanId": "AAAAAAAAAAI=",  # base64 ids
-            "name": "t", "kind": "SPAN_KIND_CLIENT", "startTimeUnixNano": "10",
-            "endTimeUnixNano": 20, "status": {"code": 2, "message": "boom"},
+            "name": "t", "kind": "SPAN_KIND_CLIENT", "startTimeUnixNano": str(T0 + 10),
+            "endTimeUnixNano": T0 + 20, "status": {"code": 2, "message": "boom"},
             "attributes": [
                 {"key": "agentscope.stage", "value": {"stringValue": "tool"}},
                 {"key": "agentscope.cpu.thread_ns", "value": {"intValue": "7"}},
@@ -125,3 +128,19 @@ def test_otlp_round_trip_of_our_accounting(tmp_path):
     assert row[:9] == ("00000000000000000000000000000001", "0000000000000002", "tool",
                        "agentscope", "client", "error", "boom", 7, "svc")
     assert json.loads(row[9]) == {"http.request.method": "GET"}
+
+
+def test_timestamps_in_the_wrong_unit_are_named(tmp_path):
+    """Exporters that write microseconds (or ms) where nanoseconds belong are caught."""
+    write(tmp_path / "spans-h-1-1.jsonl", [rec(1), rec(2, start=1_700_000_000_000_000,
+                                                   end=1_700_000_000_500_000)])
+    request = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "1" * 32, "spanId": "2" * 16, "name": "ms",
+        "startTimeUnixNano": "1700000000000", "endTimeUnixNano": "1700000000500"}]}]}]}
+    (tmp_path / "export.json").write_text(json.dumps(request))
+    with Store(None) as store:
+        r = store.load(tmp_path)
+    assert r.spans_added == 1
+    reasons = sorted(p.reason for p in r.problems)
+    assert "looks like microseconds" in reasons[1] and reasons[1].startswith("start_ns")
+    assert "looks like milliseconds" in reasons[0]

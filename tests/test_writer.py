@@ -20,6 +20,8 @@ from agentscope.store.tracedir import scan
 
 from .conftest import PYTHON, child_env, read_spans
 
+T0 = 1_700_000_000_000_000_000
+
 WRITER = textwrap.dedent("""
     import sys, time, agentscope
     agentscope.init(sys.argv[1], flush_interval_s=0.2)
@@ -73,10 +75,10 @@ def test_sigkill_mid_stream_leaves_a_loadable_prefix(tmp_path):
 
 
 def test_torn_and_bad_lines_are_reported_with_file_and_line(tmp_path):
-    good = SpanRecord("1" * 32, "2" * 16, None, "ok", "tool", "internal", 1, 2, "unset", None,
+    good = SpanRecord("1" * 32, "2" * 16, None, "ok", "tool", "internal", T0 + 1, T0 + 2, "unset", None,
                       "svc", "h", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, {})
     path = tmp_path / "spans-h-1-1.jsonl"
-    bad_end = good._replace(span_id="3" * 16, start_ns=5, end_ns=4)
+    bad_end = good._replace(span_id="3" * 16, start_ns=T0 + 5, end_ns=T0 + 4)
     path.write_text(spanfile.encode(good) + "{not json\n" + spanfile.encode(bad_end)
                     + spanfile.encode(good._replace(span_id="4" * 16))[:40])
     result = scan(tmp_path)
@@ -110,7 +112,7 @@ def test_several_processes_share_one_directory(tmp_path):
 def test_bounded_queue_drops_new_spans_and_records_the_count(tmp_path):
     writer = SpanFileWriter(tmp_path, service="s", flush_interval_s=3600, max_queue=10)
     writer.wake_at = None
-    rec = SpanRecord("1" * 32, "2" * 16, None, "x", "tool", "internal", 1, 2, "unset", None,
+    rec = SpanRecord("1" * 32, "2" * 16, None, "x", "tool", "internal", T0 + 1, T0 + 2, "unset", None,
                      None, None, None, None, None, None, None, None, None, None, None, None, {})
     for i in range(100):
         writer.submit(rec._replace(span_id=f"{i + 1:016x}"))
@@ -127,7 +129,7 @@ def test_bounded_queue_drops_new_spans_and_records_the_count(tmp_path):
 
 def test_unwritable_directory_counts_errors_without_raising(tmp_path):
     writer = SpanFileWriter(tmp_path / "d", service="s", flush_interval_s=3600)
-    rec = SpanRecord("1" * 32, "2" * 16, None, "x", "tool", "internal", 1, 2, "unset", None,
+    rec = SpanRecord("1" * 32, "2" * 16, None, "x", "tool", "internal", T0 + 1, T0 + 2, "unset", None,
                      None, None, None, None, None, None, None, None, None, None, None, None, {})
     os.rmdir(tmp_path / "d")
     (tmp_path / "d").write_text("a file where the directory was")
@@ -139,7 +141,7 @@ def test_unwritable_directory_counts_errors_without_raising(tmp_path):
 
 def test_file_rotation_keeps_every_span(tmp_path):
     writer = SpanFileWriter(tmp_path, service="s", flush_interval_s=3600, max_file_bytes=4096)
-    rec = SpanRecord("1" * 32, "2" * 16, None, "x" * 100, "tool", "internal", 1, 2, "unset",
+    rec = SpanRecord("1" * 32, "2" * 16, None, "x" * 100, "tool", "internal", T0 + 1, T0 + 2, "unset",
                      None, None, None, None, None, None, None, None, None, None, None, None, None,
                      {})
     for i in range(200):

@@ -31,6 +31,18 @@ _HEX16 = re.compile(r"[0-9a-f]{16}\Z")
 _INT_FIELDS = ("pid", "tid", "thread_cpu_ns", "child_cpu_ns", "children", "vcsw", "ivcsw",
                "minflt", "majflt", "child_majflt")
 
+# Epoch nanoseconds before this (1973-03-03) are almost surely another unit given as ns
+MIN_EPOCH_NS = 10**17
+
+
+def unit_problem(ns: int) -> "str | None":
+    """Why a timestamp that should be Unix epoch nanoseconds is not (None if it looks fine)."""
+    if ns >= MIN_EPOCH_NS or ns == 0:
+        return None
+    unit = "seconds" if ns < 10**11 else "milliseconds" if ns < 10**14 else "microseconds"
+    return f"timestamp {ns} looks like {unit} since the epoch, not nanoseconds"
+
+
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False,
                           default=str).encode
 
@@ -148,6 +160,9 @@ def decode(text: str, path: str = "<string>", line: "int | None" = None) -> Span
             raise bad(f"{key} must be a non-negative integer (Unix epoch ns); got {value!r}")
     if end < start:
         raise bad(f"end_ns {end} is before start_ns {start}")
+    units = unit_problem(start)
+    if units:
+        raise bad(f"start_ns: {units}")
     kind = obj.get("kind", "internal")
     if kind not in KINDS:
         raise bad(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")

@@ -48,7 +48,8 @@ _VALID_SPAN = """
     AND span_id IS NOT NULL AND regexp_full_match(span_id, '[0-9a-f]{16}')
     AND span_id <> '0000000000000000'
     AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{16}'))
-    AND name IS NOT NULL AND start_ns >= 0 AND end_ns >= start_ns
+    AND name IS NOT NULL AND (start_ns >= 100000000000000000 OR start_ns = 0)
+    AND end_ns >= start_ns
     AND kind IN ('internal', 'server', 'client', 'producer', 'consumer')
     AND status IN ('unset', 'ok', 'error')
 """
@@ -230,10 +231,10 @@ class Store:
             if retry:
                 self._x("DELETE FROM staging WHERE _file IN (SELECT unnest(?))", [retry])
             self._x("CREATE OR REPLACE TEMP TABLE staging_files (_file VARCHAR, file_id INTEGER)")
-            self.con.executemany("INSERT INTO staging_files VALUES (?, ?)",
-                                 [[name, fid] for name, (_, fid, _) in by_name.items()
-                                  if name not in retry])
-            added_by_file = self._insert_staging_files(spans)
+            keep = [[name, fid] for name, (_, fid, _) in by_name.items() if name not in retry]
+            if keep:
+                self.con.executemany("INSERT INTO staging_files VALUES (?, ?)", keep)
+            added_by_file = self._insert_staging_files(spans) if keep else {}
             for name, (src, fid, size) in by_name.items():
                 if name in retry:
                     continue

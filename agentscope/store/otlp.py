@@ -16,6 +16,7 @@ from typing import Any, Iterator, Optional
 
 from .. import semconv
 from ..errors import TraceFormatError
+from ..formats import spanfile
 from ..formats.lines import iter_lines
 from ..records import SpanEvent, SpanLink, SpanRecord
 
@@ -133,6 +134,10 @@ def _span(span: dict, service: Any, host: Any, pid: Any, scope: Any, path: str,
         return None
     if end < start:
         bad(f"end {end} is before start {start}")
+        return None
+    units = spanfile.unit_problem(start)
+    if units:
+        bad(f"startTimeUnixNano: {units}")
         return None
     attrs = attributes(span.get("attributes"))
     cols: dict = {col: None for col in semconv.ACCOUNTING_ATTRIBUTES}
