@@ -24,9 +24,9 @@ CREATE TABLE IF NOT EXISTS spans (
     minflt          BIGINT,
     majflt          BIGINT,
     child_majflt    BIGINT,
-    attrs           JSON,
-    events          JSON,
-    links           JSON,
+    attrs           VARCHAR,  -- JSON text
+    events          VARCHAR,  -- JSON text
+    links           VARCHAR,  -- JSON text
     stage_from      VARCHAR,   -- 'agentscope' | 'convention' | NULL (unknown)
     file_id         INTEGER    -- loaded_files.file_id it came from
 );
