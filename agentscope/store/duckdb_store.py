@@ -28,6 +28,7 @@ from ..records import SpanRecord
 from . import otlp
 
 SQL_DIR = Path(__file__).with_name("sql")
+BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
 DEFAULT_DB = Path(".agentscope") / "agentscope.duckdb"
 
 SPAN_COLUMNS = {
@@ -173,8 +174,10 @@ class Store:
                 whole[src.format].append((src, row[0], size))
             else:
                 pending.append((src, row, size))
-        for fmt, batch in whole.items():
-            pending.extend(self._load_whole_files(fmt, batch, report, progress, span_file_ids))
+        for fmt, files in whole.items():
+            for batch in _groups(files, BATCH_BYTES):  # a progress step per group of files
+                pending.extend(self._load_whole_files(fmt, batch, report, progress,
+                                                      span_file_ids))
         for src, (file_id, offset, lines_before), size in pending:
             if src.format == "otlp":  # one JSON document: read whole, duplicates are skipped
                 offset, lines_before = 0, 0
@@ -419,6 +422,21 @@ class Store:
 
     def query(self, statement: str, params: Optional[list] = None):
         return self.con.execute(statement, params or [])
+
+
+def _groups(files: list, limit: int) -> list:
+    """Consecutive groups of (src, file_id, size) of at most ``limit`` bytes (at least one
+    file each): read in parallel within a group, with progress between groups."""
+    groups, current, size = [], [], 0
+    for item in files:
+        if current and size + item[2] > limit:
+            groups.append(current)
+            current, size = [], 0
+        current.append(item)
+        size += item[2]
+    if current:
+        groups.append(current)
+    return groups
 
 
 def batch_to_pending(batch: list) -> list:
