@@ -144,3 +144,18 @@ def test_timestamps_in_the_wrong_unit_are_named(tmp_path):
     reasons = sorted(p.reason for p in r.problems)
     assert "looks like microseconds" in reasons[1] and reasons[1].startswith("start_ns")
     assert "looks like milliseconds" in reasons[0]
+
+
+def test_progress_reports_every_byte_once(tmp_path):
+    write(tmp_path / "spans-h-1-1.jsonl", [rec(i) for i in range(1, 50)])
+    write(tmp_path / "spans-h-2-1.jsonl", [rec(i) for i in range(50, 60)], extra="{torn")
+    total = sum(p.stat().st_size for p in tmp_path.iterdir())
+    seen = []
+    with Store(None) as store:
+        store.load(tmp_path, progress=seen.append)
+        assert sum(seen) == total
+        seen.clear()
+        store.load(tmp_path, progress=seen.append)  # unchanged files still advance the bar
+        assert sum(seen) == total
+        torn = [p for p in store.all_problems() if p.torn]
+        assert len(torn) == 1  # found on both loads, reported once

@@ -201,6 +201,8 @@ class Store:
             report.spans_added += added
             span_file_ids.append(file_id)
         report.problems.extend(problems)
+        # a torn last line is found again on every load until it is completed: keep one report
+        self._x("DELETE FROM load_problems WHERE path = ? AND torn", [str(src.path)])
         if problems:
             self.con.executemany(
                 "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
