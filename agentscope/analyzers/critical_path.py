@@ -95,49 +95,70 @@ def walk(spans: Iterable) -> Walk:
     return w._replace(spans=uniq, duplicates=duplicates)
 
 
+class Buffers:
+    """Scratch lists indexed by span row, for walking many traces of one set of arrays.
+
+    Each trace uses only its own rows, so nothing needs clearing between traces (a set of
+    buffers serves one pass over the arrays: do not walk the same rows twice with it)."""
+
+    __slots__ = ("kids", "cs", "ce", "reached", "children", "parent_of", "cursor")
+
+    def __init__(self, n: int) -> None:
+        self.kids: list = [None] * n
+        self.cs: list = [0] * n
+        self.ce: list = [0] * n
+        self.reached: list = [False] * n
+        self.children: list = [None] * n
+        self.parent_of: list = [-1] * n
+        self.cursor: list = [0] * n
+
+
 def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi: int,
-                roots: Optional[list] = None) -> Walk:
+                roots: Optional[list] = None, buf: Optional[Buffers] = None) -> Walk:
     """The walk over the spans ``lo..hi-1`` of flat arrays (one trace, unique spans).
 
     ``parent[i]`` is the index of i's parent, or -1 (a parent outside ``lo..hi`` counts as
-    missing). ``roots`` overrides which spans are walked as roots.
+    missing). ``roots`` overrides which spans are walked as roots. ``buf`` (sized for the
+    arrays) saves allocating scratch space per trace.
     """
     n = hi - lo
     if n <= 0:
         return Walk([], [], 0, 0, [], 0, 0)
-    kids: dict = {}
+    if buf is None:
+        buf = Buffers(hi)
+    kids, cs, ce, reached = buf.kids, buf.cs, buf.ce, buf.reached
+    children, parent_of = buf.children, buf.parent_of
     found_roots = []
     for i in range(lo, hi):
         p = parent[i]
         if p < lo or p >= hi or p == i:
             found_roots.append(i)
-        elif p in kids:
-            kids[p].append(i)
         else:
-            kids[p] = [i]
+            k = kids[p]
+            if k is None:
+                kids[p] = [i]
+            else:
+                k.append(i)
     if roots is None:
         roots = found_roots
-    cs: dict = {}  # clipped start/end of the spans that survive clipping
-    ce: dict = {}
     order = []
     for r in roots:
         s, e = starts[r], ends[r]
         cs[r], ce[r] = s, (e if e > s else s)
+        reached[r] = True
         order.append(r)
-    children: dict = {}
-    parent_of: dict = {}
     i = 0
     while i < len(order):
         p = order[i]
         i += 1
-        ks = kids.get(p)
+        ks = kids[p]
         if ks is None:
             continue
         p_start, p_end = cs[p], ce[p]
         producer = kinds[p] == "producer"
         kept = []
         for c in ks:
-            if c in cs:  # reached twice: a cycle
+            if reached[c]:  # reached twice: a cycle
                 continue
             if producer and kinds[c] == "consumer":
                 continue
@@ -150,6 +171,7 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
                 continue
             cs[c] = c_start if c_start > p_start else p_start
             ce[c] = c_end if c_end < p_end else p_end
+            reached[c] = True
             parent_of[c] = p
             kept.append(c)
             order.append(c)
@@ -161,9 +183,10 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
     start = min(cs[r] for r in roots)
     end = max(ce[r] for r in roots)
     sections: list = []
+    cursor = buf.cursor
     if len(roots) == 1:
         top = roots[0]
-        _descend(top, ce[top], top, cs, ce, children, parent_of, sections)
+        _descend(top, ce[top], top, cs, ce, children, parent_of, cursor, sections)
     else:  # several roots: the root still running at t (latest end, clipped to t) holds it
         unused = list(roots)
         t = end
@@ -179,7 +202,7 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
             r = unused.pop(best_i)
             if t > best:
                 sections.append((-1, best, t))
-            t = _descend(r, best, r, cs, ce, children, parent_of, sections)
+            t = _descend(r, best, r, cs, ce, children, parent_of, cursor, sections)
         if t > start:
             sections.append((-1, start, t))
     sections.reverse()
@@ -193,13 +216,12 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
 
 
 def _descend(top: int, t: int, cur: int, cs: list, ce: list, children: list, parent_of: list,
-             sections: list) -> int:
+             cursor: list, sections: list) -> int:
     """Walk back from time ``t`` inside ``top``'s subtree; returns ``top``'s start."""
-    cursor: dict = {}
     while True:
-        ids = children.get(cur)
+        ids = children[cur]
         if ids is not None:
-            k = cursor.get(cur, 0)
+            k = cursor[cur]
             m = len(ids)
             while k < m and ce[ids[k]] > t:
                 k += 1

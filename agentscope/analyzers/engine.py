@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .critical_path import walk_arrays
+from .critical_path import Buffers, walk_arrays
 from .evidence import CLASSES, IO, SpanFacts, classify, classify_columns
 from .tasks import SELF_TIME_STAGES, Analysis, LazySegments, Segment, TaskResult, gc_paused
 from .tasks import summarize
@@ -58,13 +58,14 @@ def _analyze(cols: dict) -> Analysis:
     # 1. the walks
     sec_task, sec_span, sec_start, sec_end = [], [], [], []
     heads = []  # per task: (lo, hi, start, end, first section, roots, off_path)
+    buf = Buffers(n)
     lo = 0
     while lo < n:
         hi = lo + 1
         current = trace_no[lo]
         while hi < n and trace_no[hi] == current:
             hi += 1
-        w = walk_arrays(parent, starts, ends, kinds, lo, hi)
+        w = walk_arrays(parent, starts, ends, kinds, lo, hi, buf=buf)
         if w.roots:
             t = len(heads)
             heads.append((lo, hi, w.start, w.end, len(sec_span), w.roots, w.off_path))
@@ -126,19 +127,29 @@ def _analyze(cols: dict) -> Analysis:
         return v
 
     bounds = [h[4] for h in heads] + [len(task)]
+    # the three spans holding each task's path longest; their facts gathered in one go
+    tops = []
+    for t in range(n_tasks):
+        held: dict = {}
+        for k in range(bounds[t], bounds[t + 1]):
+            i = sec_span[k]
+            held[i] = held.get(i, 0) + sec_end[k] - sec_start[k]
+        tops.append(sorted(held.items(), key=lambda kv: -kv[1])[:3])
+    wanted = sorted({i for top in tops for i, _ in top if i >= 0})
+    if wanted:
+        picked = [np.asarray(f)[wanted].tolist() for f in fields]
+        for j, i in enumerate(wanted):
+            verdicts[i] = classify(SpanFacts._make([p[j] for p in picked]))
+
     share_rows = task_shares.tolist()
     tasks = []
     for t, (lo, hi, t_start, _end, _first, roots, off_path) in enumerate(heads):
         a, b = bounds[t], bounds[t + 1]
         root = next((r for r in roots if stages[r] == "task"), roots[0])
         trace_id, lane, service = _root_strings(cols, lo, hi, root)
-        held: dict = {}
-        for k in range(a, b):
-            i = sec_span[k]
-            held[i] = held.get(i, 0) + sec_end[k] - sec_start[k]
         dur = int(duration[t])
         evidence = []
-        for i, h in sorted(held.items(), key=lambda kv: -kv[1])[:3]:
+        for i, h in tops[t]:
             v = verdict(i)
             label = "(gap)" if i < 0 else (f"{names[i]} ({stages[i]})" if stages[i] else names[i])
             evidence.append(f"{label}: {h / 1e9:.3g} s on the critical path "
