@@ -55,7 +55,7 @@ def _task_rows(analysis: Analysis) -> dict:
 
 
 def _section_rows(analysis: Analysis) -> dict:
-    """The cp_sections table, as columns, straight from the engine's section arrays."""
+    """The cp_sections table, as columns (numpy arrays), straight from the engine's arrays."""
     sec = analysis.sections
     if sec is None or not len(sec.task):
         return {}
@@ -65,18 +65,15 @@ def _section_rows(analysis: Analysis) -> dict:
     gap = sec.span < 0
     rows = np.where(gap, 0, sec.span)
 
-    def pick(name: str) -> list:
+    def pick(name: str, gap_value: object = None) -> np.ndarray:
         values = np.asarray(cols[name], dtype=object)[rows]
-        values[gap] = None
-        return values.tolist()
+        values[gap] = gap_value
+        return values
 
-    trace_ids = [t.trace_id for t in analysis.tasks]
-    out = {"trace_id": [trace_ids[t] for t in sec.task.tolist()], "seq": sec.seq.tolist(),
-           "span_id": pick("span_id"), "name": pick("name"), "stage": pick("stage"),
-           "start_ns": sec.start.tolist(), "end_ns": sec.end.tolist(),
-           "class": [CLASSES[c] for c in sec.cls.tolist()],
-           "confidence": sec.confidence.tolist()}
-    out["name"] = ["(gap)" if g else v for g, v in zip(gap.tolist(), out["name"])]
+    out = {"trace_id": np.asarray([t.trace_id for t in analysis.tasks], dtype=object)[sec.task],
+           "seq": sec.seq, "span_id": pick("span_id"), "name": pick("name", "(gap)"),
+           "stage": pick("stage"), "start_ns": sec.start, "end_ns": sec.end,
+           "class": np.asarray(CLASSES, dtype=object)[sec.cls], "confidence": sec.confidence}
     for k, c in enumerate(CLASSES):
-        out[f"share_{c}"] = sec.shares[:, k].tolist()
+        out[f"share_{c}"] = np.ascontiguousarray(sec.shares[:, k])
     return out

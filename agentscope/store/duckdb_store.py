@@ -401,12 +401,12 @@ class Store:
     # ---- analysis results -----------------------------------------------------------------------
     def save_analysis(self, task_columns: dict, section_columns: dict) -> None:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
-        Each argument maps the table's column names to equally long lists."""
+        Each argument maps the table's column names to equally long lists or arrays."""
         import pandas as pd
 
         self._x(sql("analysis_tables.sql"))
         for table, cols in (("task_results", task_columns), ("cp_sections", section_columns)):
-            if not cols or not next(iter(cols.values())):
+            if not cols or not len(next(iter(cols.values()))):
                 continue
             columns = [c[0] for c in self._x(f"DESCRIBE {table}")]
             frame = pd.DataFrame({c: cols[c] for c in columns})
