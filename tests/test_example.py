@@ -46,8 +46,14 @@ def test_example_agent_writes_truthful_traces(tmp_path):
     for g in generates:
         caller = ids[g.parent_span_id]  # the client's inference span, across the process boundary
         assert caller.stage == "inference" and caller.service == "example-agent"
-        assert g.thread_cpu_ns > 0.5 * (g.end_ns - g.start_ns)
         assert "gen_ai.latency.time_in_queue" in g.attrs
+
+    def on_cpu(spans):
+        return sum(s.thread_cpu_ns for s in spans) / sum(s.end_ns - s.start_ns for s in spans)
+
+    # decoding is CPU work, searching is waiting (relative, so a busy machine does not matter)
+    searches = [s for s in spans if s.name == "web-search"]
+    assert on_cpu(generates) > 0.3 and on_cpu(generates) > 5 * on_cpu(searches)
     # a fan-out on threads and a gather on asyncio, each with three agents under its task
     agents = Counter(ids[s.parent_span_id].name for s in spans if s.stage == "agent")
     assert agents == {"multi-agent-review": 3, "async-triage": 3}
