@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_traces import write_otlp_lines, write_spanfiles  # noqa: E402
 
-from agentscope.analyzers.critical_path import walk_arrays  # noqa: E402
+from agentscope.analyzers.critical_path import Buffers, walk_arrays  # noqa: E402
 from agentscope.analyzers.pipeline import fetch_columns  # noqa: E402
 from agentscope.analyzers.engine import analyze_columns  # noqa: E402
 from agentscope.store.duckdb_store import Store  # noqa: E402
@@ -120,8 +120,10 @@ def run(args, work: Path) -> int:
     ranges = trace_ranges(cols["trace_no"].tolist())
     lists = {c: cols[c].tolist() for c in ("parent_idx", "start_ns", "end_ns", "kind")}
     t0 = time.perf_counter()
+    buf = Buffers(len(lists["parent_idx"]))
     for lo, hi in ranges:
-        walk_arrays(lists["parent_idx"], lists["start_ns"], lists["end_ns"], lists["kind"], lo, hi)
+        walk_arrays(lists["parent_idx"], lists["start_ns"], lists["end_ns"], lists["kind"], lo, hi,
+                    buf=buf)
     figures["critical path"] = (n_spans, time.perf_counter() - t0)
     t0 = time.perf_counter()
     analysis = analyze_columns(cols)

@@ -119,12 +119,15 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
 
     ``parent[i]`` is the index of i's parent, or -1 (a parent outside ``lo..hi`` counts as
     missing). ``roots`` overrides which spans are walked as roots. ``buf`` (sized for the
-    arrays) saves allocating scratch space per trace.
+    arrays) is required when walking a trace inside larger arrays (``lo > 0``): one set of
+    buffers serves every trace of a pass.
     """
     n = hi - lo
     if n <= 0:
         return Walk([], [], 0, 0, [], 0, 0)
     if buf is None:
+        if lo:
+            raise ValueError("walk_arrays over part of larger arrays needs buf=Buffers(len)")
         buf = Buffers(hi)
     kids, cs, ce, reached = buf.kids, buf.cs, buf.ce, buf.reached
     children, parent_of = buf.children, buf.parent_of
