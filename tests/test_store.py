@@ -160,3 +160,74 @@ def test_progress_reports_every_byte_once(tmp_path):
         assert sum(seen) == total
         torn = [p for p in store.all_problems() if p.torn]
         assert len(torn) == 1  # found on both loads, reported once
+
+
+def _spans_table(directory, fast, monkeypatch):
+    from agentscope.store import otlp_arrow
+
+    if not fast:
+        monkeypatch.setattr(otlp_arrow, "stage", lambda *a: None)
+    with Store(None) as store:
+        report = store.load(directory)
+        rows = store.query("SELECT * EXCLUDE (attrs, events, links, file_id) FROM spans "
+                           "ORDER BY trace_id, span_id").fetchall()
+        attrs = [json.loads(a) for (a,) in store.query(
+            "SELECT attrs FROM spans ORDER BY trace_id, span_id").fetchall()]
+    monkeypatch.undo()
+    return report, rows, attrs
+
+
+def test_otlp_fast_path_gives_what_the_python_reader_gives(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from gen_traces import write_otlp_lines
+
+    write_otlp_lines(tmp_path / "export.jsonl", 20, spans_per_task=30, spans_per_request=37)
+    with open(tmp_path / "export.jsonl", "a") as f:  # every value type, a remote parent
+        f.write(json.dumps({"resourceSpans": [{"resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "svc"}},
+            {"key": "host.name", "value": {"stringValue": "h1"}},
+            {"key": "process.pid", "value": {"intValue": "42"}}]},
+            "scopeSpans": [{"scope": {"name": "lib"}, "spans": [{
+                "traceId": "ABCDEF0123456789ABCDEF0123456789", "spanId": "0123456789ABCDEF",
+                "parentSpanId": "", "name": "all types", "kind": 3,
+                "startTimeUnixNano": str(T0), "endTimeUnixNano": str(T0 + 5),
+                "status": {"code": 2, "message": 'boom "quoted"'},
+                "attributes": [
+                    {"key": "s", "value": {"stringValue": 'a "b" \u00e9'}},
+                    {"key": "i", "value": {"intValue": "-7"}},
+                    {"key": "d", "value": {"doubleValue": 0.25}},
+                    {"key": "b", "value": {"boolValue": True}},
+                    {"key": "agentscope.stage", "value": {"stringValue": "tool"}},
+                    {"key": "agentscope.cpu.thread_ns", "value": {"intValue": "99"}}]}]}]}]})
+                + "\n")
+    fast_report, fast_rows, fast_attrs = _spans_table(tmp_path, True, monkeypatch)
+    slow_report, slow_rows, slow_attrs = _spans_table(tmp_path, False, monkeypatch)
+    assert fast_report.spans_added == slow_report.spans_added == 581
+    assert fast_rows == slow_rows
+    assert fast_attrs == slow_attrs
+    special = fast_attrs[[r[1] for r in fast_rows].index("0123456789abcdef")]
+    assert special == {"s": 'a "b" \u00e9', "i": -7, "d": 0.25, "b": True,
+                       "otel.scope.name": "lib"}
+
+
+def test_otlp_fast_path_steps_aside_for_what_it_does_not_handle(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow")
+    from agentscope.store import otlp_arrow
+
+    calls = []
+    real = otlp_arrow.stage
+    monkeypatch.setattr(otlp_arrow, "stage", lambda *a: calls.append(real(*a)) or calls[-1])
+    span = {"traceId": "1" * 32, "spanId": "2" * 16, "name": "x",
+            "startTimeUnixNano": str(T0), "endTimeUnixNano": str(T0 + 1),
+            "attributes": [{"key": "tags", "value": {"arrayValue": {"values": [
+                {"stringValue": "a"}]}}}]}
+    (tmp_path / "a.jsonl").write_text(json.dumps(
+        {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + "\n")
+    with Store(None) as store:
+        r = store.load(tmp_path)
+        attrs = json.loads(store.query("SELECT attrs FROM spans").fetchall()[0][0])
+    assert calls == [None] and r.spans_added == 1  # the Python reader took it
+    assert attrs == {"tags": ["a"]}

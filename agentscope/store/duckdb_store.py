@@ -305,12 +305,33 @@ class Store:
         if not complete:
             return 0, 0, offset, lines_before, problems
         if src.format == "otlp-lines":
+            staged = self._stage_otlp_fast(src, complete, offset == 0 and not rest)
+            if staged is not None:
+                try:
+                    added, dups = self._insert_staging(file_id, True)
+                finally:
+                    self._x("DROP TABLE IF EXISTS staging")
+                return added, dups, offset + cut, lines_before + n_lines, problems
             errors = []
             records = list(_otlp_lines(complete, str(src.path), lines_before, errors))
             added, dups = self._insert_records(records, file_id)
             return added, dups, offset + cut, lines_before + n_lines, problems + errors
         added, dups, slow_problems = self._load_lines(src, file_id, complete, lines_before)
         return added, dups, offset + cut, lines_before + n_lines, problems + slow_problems
+
+    def _stage_otlp_fast(self, src: _Source, complete: bytes, whole_file: bool) -> Optional[int]:
+        """Try the pyarrow fast path for OTLP lines (see store/otlp_arrow.py)."""
+        from . import otlp_arrow
+
+        if whole_file:
+            return otlp_arrow.stage(self.con, str(src.path), complete)
+        fd, tmp = tempfile.mkstemp(suffix=".jsonl")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(complete)
+            return otlp_arrow.stage(self.con, tmp, complete)
+        finally:
+            os.unlink(tmp)
 
     def _load_lines(self, src: _Source, file_id: int, complete: bytes,
                     lines_before: int) -> tuple:

@@ -1,0 +1,103 @@
+"""The fast path for OTLP/JSON files: pyarrow parses, DuckDB flattens (store/sql/otlp_spans.sql).
+
+Used when pyarrow is installed (``pip install 'agentscope[fast]'``) and the file is plain:
+newline-delimited requests, hex ids, string int64s as the spec says, no array/kvlist
+attribute values, no events or links. Anything else, and any span that fails a check, sends
+the whole file to the Python reader (store/otlp.py), which names every problem; the results
+are the same either way (tests/test_store.py compares them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import semconv
+
+_SQL = Path(__file__).with_name("sql") / "otlp_spans.sql"
+_NOT_FLAT = (b'"arrayValue"', b'"kvlistValue"')
+_macros: set = set()
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    value = pa.struct([("stringValue", pa.string()), ("boolValue", pa.bool_()),
+                       ("intValue", pa.string()), ("doubleValue", pa.float64()),
+                       ("bytesValue", pa.string())])
+    kv = pa.list_(pa.struct([("key", pa.string()), ("value", value)]))
+    span = pa.struct([
+        ("traceId", pa.string()), ("spanId", pa.string()), ("parentSpanId", pa.string()),
+        ("name", pa.string()), ("kind", pa.int64()), ("startTimeUnixNano", pa.string()),
+        ("endTimeUnixNano", pa.string()), ("attributes", kv),
+        ("status", pa.struct([("code", pa.int64()), ("message", pa.string())])),
+        ("events", pa.list_(pa.struct([("name", pa.string())]))),
+        ("links", pa.list_(pa.struct([("spanId", pa.string())])))])
+    scope_spans = pa.list_(pa.struct([("scope", pa.struct([("name", pa.string())])),
+                                      ("spans", pa.list_(span))]))
+    return pa.schema([("resourceSpans", pa.list_(pa.struct([
+        ("resource", pa.struct([("attributes", kv)])), ("scopeSpans", scope_spans)])))])
+
+
+def stage(con: Any, path: str, data: bytes) -> Optional[int]:
+    """Flatten the OTLP lines in ``data`` (the bytes of ``path``) into a TEMP TABLE
+    ``staging`` with the columns of ``spans``. Returns its row count, or None when this file
+    must go through the Python reader."""
+    try:
+        import pyarrow.json as pj
+    except ImportError:
+        return None
+    if any(marker in data for marker in _NOT_FLAT):
+        return None
+    try:
+        table = pj.read_json(path, parse_options=pj.ParseOptions(
+            explicit_schema=_schema(), unexpected_field_behavior="ignore"))
+    except Exception:  # not one request per line, a number where the spec has a string, ...
+        return None
+    _define_macros(con)
+    accounting = "[" + ", ".join(f"'{name}'" for name in
+                                 (*semconv.ACCOUNTING_ATTRIBUTES.values(), semconv.STAGE)) + "]"
+    query = _SQL.read_text().format(accounting=accounting)
+    con.register("otlp_arrow", table)
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE otlp_flat AS " + query).fetchall()
+        bad, extras = con.execute("SELECT count(*) FILTER (WHERE NOT ok), "
+                                  "coalesce(sum(extras), 0) FROM otlp_flat").fetchall()[0]
+        if bad or extras:
+            return None
+        columns = ", ".join(c for c in _span_columns())
+        con.execute(f"CREATE OR REPLACE TEMP TABLE staging AS SELECT {columns} FROM otlp_flat"
+                    ).fetchall()
+        return con.execute("SELECT count(*) FROM staging").fetchall()[0][0]
+    finally:
+        con.execute("DROP TABLE IF EXISTS otlp_flat").fetchall()
+        con.unregister("otlp_arrow")
+
+
+def _span_columns() -> tuple:
+    from .duckdb_store import SPAN_COLUMNS
+
+    return tuple(SPAN_COLUMNS)
+
+
+def _define_macros(con: Any) -> None:
+    key = id(con)
+    if key in _macros:
+        return
+    con.execute("""
+        CREATE OR REPLACE TEMP MACRO otlp_value(v) AS
+            CASE WHEN v.stringValue IS NOT NULL THEN to_json(v.stringValue)
+                 WHEN v.boolValue IS NOT NULL THEN to_json(v.boolValue)
+                 WHEN v.doubleValue IS NOT NULL THEN to_json(v.doubleValue)
+                 WHEN v.intValue IS NOT NULL
+                     THEN coalesce(CAST(TRY_CAST(v.intValue AS HUGEINT) AS VARCHAR),
+                                   to_json(v.intValue))
+                 WHEN v.bytesValue IS NOT NULL THEN to_json(v.bytesValue)
+                 ELSE 'null' END""").fetchall()
+    con.execute("""
+        CREATE OR REPLACE TEMP MACRO otlp_int(attrs, name) AS
+            coalesce(TRY_CAST(list_filter(attrs, lambda a: a.key = name)[1].value.intValue
+                              AS BIGINT),
+                     CAST(list_filter(attrs, lambda a: a.key = name)[1].value.doubleValue
+                          AS BIGINT))""").fetchall()
+    _macros.add(key)

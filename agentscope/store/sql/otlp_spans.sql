@@ -1,0 +1,65 @@
+-- OTLP/JSON traces (an Arrow table `otlp_arrow` of ExportTraceServiceRequest rows, read by
+-- pyarrow) flattened into the columns of `spans`, plus `ok` (every check passed) and `extras`
+-- (events + links, which the Python reader handles). Same mapping as store/otlp.py.
+-- {accounting} is replaced by the list of agentscope's accounting attribute names.
+WITH rs AS (SELECT unnest(resourceSpans) AS rs FROM otlp_arrow),
+ss AS (SELECT rs.resource.attributes AS res, unnest(rs.scopeSpans) AS ss FROM rs),
+sp AS (SELECT coalesce(res, []) AS res, ss.scope.name AS scope, unnest(ss.spans) AS sp FROM ss),
+flat AS (
+    SELECT
+        sp.traceId AS raw_trace, sp.spanId AS raw_span, sp.parentSpanId AS raw_parent,
+        coalesce(sp.name, '') AS name, coalesce(sp.kind, 0) AS kind_code,
+        TRY_CAST(sp.startTimeUnixNano AS BIGINT) AS start_ns,
+        TRY_CAST(sp.endTimeUnixNano AS BIGINT) AS end_ns,
+        coalesce(sp.status.code, 0) AS status_code, sp.status.message AS status_message,
+        coalesce(sp.attributes, []) AS attributes, scope,
+        list_filter(res, lambda a: a.key = 'service.name')[1].value.stringValue AS service,
+        list_filter(res, lambda a: a.key = 'host.name')[1].value.stringValue AS host,
+        TRY_CAST(list_filter(res, lambda a: a.key = 'process.pid')[1].value.intValue AS INTEGER)
+            AS pid,
+        coalesce(len(sp.events), 0) + coalesce(len(sp.links), 0) AS extras
+    FROM sp
+),
+typed AS (
+    SELECT *,
+        list_filter(attributes, lambda a: NOT list_contains({accounting}, a.key)) AS kept,
+        list_filter(attributes, lambda a: a.key = 'agentscope.stage')[1].value.stringValue
+            AS stage
+    FROM flat
+)
+SELECT
+    lower(raw_trace) AS trace_id,
+    lower(raw_span) AS span_id,
+    CASE WHEN regexp_full_match(coalesce(raw_parent, ''), '[0-9a-fA-F]{{16}}')
+              AND raw_parent <> '0000000000000000' THEN lower(raw_parent) END AS parent_span_id,
+    name, stage,
+    CASE kind_code WHEN 2 THEN 'server' WHEN 3 THEN 'client' WHEN 4 THEN 'producer'
+                   WHEN 5 THEN 'consumer' ELSE 'internal' END AS kind,
+    start_ns, end_ns,
+    CASE status_code WHEN 1 THEN 'ok' WHEN 2 THEN 'error' ELSE 'unset' END AS status,
+    nullif(status_message, '') AS status_message,
+    service, host, pid,
+    otlp_int(attributes, 'thread.id') AS tid,
+    otlp_int(attributes, 'agentscope.cpu.thread_ns') AS thread_cpu_ns,
+    otlp_int(attributes, 'agentscope.cpu.children_ns') AS child_cpu_ns,
+    CAST(otlp_int(attributes, 'agentscope.children.count') AS INTEGER) AS children,
+    otlp_int(attributes, 'agentscope.ctx_switches.voluntary') AS vcsw,
+    otlp_int(attributes, 'agentscope.ctx_switches.involuntary') AS ivcsw,
+    otlp_int(attributes, 'agentscope.page_faults.minor') AS minflt,
+    otlp_int(attributes, 'agentscope.page_faults.major') AS majflt,
+    otlp_int(attributes, 'agentscope.children.page_faults.major') AS child_majflt,
+    '{{' || array_to_string(list_concat(
+        list_transform(kept, lambda a: to_json(a.key) || ':' || otlp_value(a.value)),
+        CASE WHEN scope IS NOT NULL
+                  AND NOT list_contains(list_transform(kept, lambda a: a.key), 'otel.scope.name')
+             THEN ['"otel.scope.name":' || to_json(scope)] ELSE [] END), ',') || '}}' AS attrs,
+    '[]' AS events,
+    '[]' AS links,
+    extras,
+    coalesce(regexp_full_match(raw_trace, '[0-9a-fA-F]{{32}}')
+             AND raw_trace <> '00000000000000000000000000000000'
+             AND regexp_full_match(raw_span, '[0-9a-fA-F]{{16}}')
+             AND raw_span <> '0000000000000000'
+             AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
+             AND (start_ns >= 100000000000000000 OR start_ns = 0), false) AS ok
+FROM typed
