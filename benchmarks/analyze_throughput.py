@@ -37,6 +37,7 @@ from gen_traces import write_otlp_lines, write_spanfiles  # noqa: E402
 from agentscope.analyzers.critical_path import Buffers, walk_arrays  # noqa: E402
 from agentscope.analyzers.pipeline import fetch_columns  # noqa: E402
 from agentscope.analyzers.engine import analyze_columns  # noqa: E402
+from agentscope.analyzers.tasks import gc_paused  # noqa: E402
 from agentscope.store.duckdb_store import Store  # noqa: E402
 
 
@@ -113,7 +114,8 @@ def run(args, work: Path) -> int:
     otlp_store.close()
 
     t0 = time.perf_counter()
-    cols = fetch_columns(store)
+    with gc_paused():  # as analyze_store does
+        cols = fetch_columns(store)
     figures["fetch"] = (n_spans, time.perf_counter() - t0)
     store.close()
 

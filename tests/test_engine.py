@@ -27,8 +27,14 @@ def _reference(cols):
         hi = lo + 1
         while hi < n and cols["trace_no"][hi] == cols["trace_no"][lo]:
             hi += 1
-        facts = [SpanFacts._make([cols[f][i].item() if hasattr(cols[f][i], "item")
-                                  else cols[f][i] for f in FIELDS]) for i in range(lo, hi)]
+        def value(f, i):
+            if f == "parent_span_id":  # not fetched: from the parent's row
+                p = cols["parent_idx"][i]
+                return cols["span_id"][p] if p >= 0 else None
+            v = cols[f][i]
+            return v.item() if hasattr(v, "item") else v
+
+        facts = [SpanFacts._make([value(f, i) for f in FIELDS]) for i in range(lo, hi)]
         roots = [i for i in range(lo, hi) if cols["trace_id"][i] is not None]
         lanes = {cols["span_id"][i]: cols["lane"][i] for i in roots if cols["lane"][i]}
         services = {cols["span_id"][i]: cols["service"][i] for i in roots if cols["service"][i]}

@@ -22,7 +22,8 @@ from .evidence import CLASSES, IO, SpanFacts, classify, classify_columns
 from .tasks import SELF_TIME_STAGES, Analysis, LazySegments, Segment, TaskResult, gc_paused
 from .tasks import summarize
 
-_FACT_COLUMNS = ("span_id", "parent_span_id", "name", "stage", "kind", "start_ns", "end_ns",
+# SpanFacts fields, from these columns (None: not fetched; the classifier does not need it)
+_FACT_COLUMNS = ("span_id", None, "name", "stage", "kind", "start_ns", "end_ns",
                  "own_cpu", "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s",
                  "server_local", "loop")
 _IO = CLASSES.index(IO)
@@ -116,7 +117,7 @@ def _analyze(cols: dict) -> Analysis:
     sections = Sections(task, span, start, end, cls[row], confidence[row], shares[row], seq)
 
     # 4. per-task results
-    fields = [cols[c] for c in _FACT_COLUMNS]
+    fields = [cols[c] if c else np.full(n, None, dtype=object) for c in _FACT_COLUMNS]
     verdicts: dict = {}
 
     def verdict(i: int) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from ..store.duckdb_store import Store, sql
+from ..vocab import Stage
 from .evidence import CLASSES
 from .engine import analyze_columns
 from .tasks import Analysis, gc_paused
@@ -33,6 +34,10 @@ def fetch_columns(store: Store) -> dict:
             data = data.astype(object)
             data[np.ma.getmaskarray(a)] = None
         cols[name] = data
+    # stages come as codes (1-based positions in Stage order, 0 for none): one shared string
+    # object per stage instead of one per span
+    names = np.array([None] + [s.value for s in Stage], dtype=object)
+    cols["stage"] = names[np.asarray(cols.pop("stage_code"), dtype=np.int64)]
     return cols
 
 

@@ -52,7 +52,12 @@ SELECT
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service
 FROM spans s LEFT JOIN kid k ON k.trace_id = s.trace_id AND k.span_id = s.span_id
 )
-SELECT r.trace_no, r.trace_id, r.span_id, r.parent_span_id, r.name, r.stage, r.kind,
+SELECT r.trace_no, r.trace_id, r.span_id, r.name,
+       -- low-cardinality strings as codes (no string object per row when fetched):
+       -- stage as its position in the list below, kind only where the walk needs it
+       coalesce(list_position(['task', 'agent', 'queue', 'context', 'inference', 'tool', 'env',
+                               'memory'], r.stage), 0) AS stage_code,
+       CASE WHEN r.kind IN ('producer', 'consumer') THEN r.kind END AS kind,
        r.start_ns, r.end_ns, r.own_cpu, r.own_wall, r.own_faults, r.child_cpu_ns, r.queue_s,
        r.model_s, r.server_local, r.loop, r.lane, r.service,
        coalesce(p.idx, -1) AS parent_idx
