@@ -1,34 +1,24 @@
-"""The embedded store: a trace directory loaded into DuckDB, incrementally.
+"""The embedded store: a DuckDB database of the spans and samples of trace directories.
 
-* Our span and sample files load through DuckDB's own JSON reader (the fast path); a file that
-  has any line it cannot take is re-read by the validating Python reader, which names the file
-  and line of each problem and loads the rest (the slow path).
-* OTLP/JSON files (one request, or one request per line) are parsed in Python.
-* Files are append-only: a file seen before is loaded from where the last load stopped (the
-  last complete line), a torn last line waits for its newline. Spans are unique by
-  (trace_id, span_id): a span seen again is counted as a duplicate and skipped.
-
-Analysis tables and views (``tasks``, ``critical_path``) are added by the analyzers.
+Tables ``spans``, ``samples`` (store/sql/schema.sql); loading is in :mod:`.loading`; the
+analysis results and the views ``tasks`` and ``critical_path`` are saved here by the
+analyzers (:meth:`Store.save_analysis`). SQL lives in ``store/sql/``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-import tempfile
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import duckdb
 
 from ..errors import TraceFormatError
-from ..formats import samplefile, spanfile
-from ..records import SpanRecord
-from . import otlp
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .loading import LoadReport
 
 SQL_DIR = Path(__file__).with_name("sql")
-BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
 DEFAULT_DB = Path(".agentscope") / "agentscope.duckdb"
 
 SPAN_COLUMNS = {
@@ -40,47 +30,10 @@ SPAN_COLUMNS = {
     "majflt": "BIGINT", "child_majflt": "BIGINT", "attrs": "VARCHAR", "events": "VARCHAR",
     "links": "VARCHAR",
 }
-SAMPLE_COLUMNS = {"ts_ns": "BIGINT", "host": "VARCHAR", "pid": "INTEGER", "source": "VARCHAR",
-                  "device": "VARCHAR", "metric": "VARCHAR", "value": "DOUBLE"}
-
-_VALID_SPAN = """
-    trace_id IS NOT NULL AND regexp_full_match(trace_id, '[0-9a-f]{32}')
-    AND trace_id <> '00000000000000000000000000000000'
-    AND span_id IS NOT NULL AND regexp_full_match(span_id, '[0-9a-f]{16}')
-    AND span_id <> '0000000000000000'
-    AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{16}'))
-    AND name IS NOT NULL AND (start_ns >= 100000000000000000 OR start_ns = 0)
-    AND end_ns >= start_ns
-    AND kind IN ('internal', 'server', 'client', 'producer', 'consumer')
-    AND status IN ('unset', 'ok', 'error')
-"""
-_VALID_SAMPLE = "ts_ns >= 0 AND metric IS NOT NULL AND metric <> '' AND source IS NOT NULL"
 
 
 def sql(name: str) -> str:
     return (SQL_DIR / name).read_text()
-
-
-@dataclasses.dataclass
-class LoadReport:
-    """What one :meth:`Store.load` did. ``problems`` are this load's; older ones stay in the
-    ``load_problems`` table."""
-
-    files_seen: int = 0
-    files_loaded: int = 0
-    files_unchanged: int = 0
-    spans_added: int = 0
-    samples_added: int = 0
-    duplicates: int = 0
-    problems: list = dataclasses.field(default_factory=list)
-    ignored_files: list = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
-class _Source:
-    path: Path
-    rel: str
-    format: str  # spans | samples | otlp | otlp-lines
 
 
 class Store:
@@ -114,310 +67,20 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- discovery ------------------------------------------------------------------------------
+    # ---- loading (agentscope/store/loading.py) ------------------------------------------------
     @staticmethod
-    def sources(trace_dir: "str | os.PathLike[str]") -> tuple[list, list]:
+    def sources(trace_dir: "str | os.PathLike[str]") -> tuple:
         """(loadable files, ignored files) below ``trace_dir``; hidden entries are skipped."""
-        root = Path(trace_dir)
-        found, ignored = [], []
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-                continue
-            name = path.name
-            if name.startswith(spanfile.FILE_PREFIX) and name.endswith(spanfile.FILE_SUFFIX):
-                found.append(_Source(path, str(rel), "spans"))
-            elif name.startswith(samplefile.FILE_PREFIX) and name.endswith(samplefile.FILE_SUFFIX):
-                found.append(_Source(path, str(rel), "samples"))
-            elif name.endswith((".json", ".jsonl", ".ndjson")):
-                with open(path, "rb") as f:
-                    head = f.read(65536)
-                if otlp.looks_like_otlp(head):
-                    found.append(_Source(path, str(rel),
-                                         "otlp" if name.endswith(".json") else "otlp-lines"))
-                else:
-                    ignored.append(str(rel))
-            else:
-                ignored.append(str(rel))
-        return found, ignored
+        from .loading import sources
 
-    # ---- loading --------------------------------------------------------------------------------
+        return sources(trace_dir)
+
     def load(self, trace_dir: "str | os.PathLike[str]",
-             progress: Optional[Callable[[int], None]] = None) -> LoadReport:
+             progress: Optional[Callable[[int], None]] = None) -> "LoadReport":
         """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read."""
-        root = Path(trace_dir)
-        if not root.is_dir():
-            raise FileNotFoundError(f"no such trace directory: {root}")
-        report = LoadReport()
-        found, report.ignored_files = self.sources(root)
-        known = {path: (fid, loaded, lines) for fid, path, loaded, lines in self._x(
-            "SELECT file_id, path, loaded_bytes, loaded_lines FROM loaded_files")}
-        next_id = self._x("SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
-        span_file_ids: list = []
-        whole: dict = {"spans": [], "samples": []}  # new files that end with a newline
-        pending = []
-        for src in found:
-            report.files_seen += 1
-            size = src.path.stat().st_size
-            row = known.get(src.rel)
-            if row is not None and row[1] >= size:
-                report.files_unchanged += 1
-                if progress:
-                    progress(size)
-                continue
-            if row is None:
-                row = (next_id, 0, 0)
-                next_id += 1
-                self._x("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, current_timestamp)",
-                        [row[0], src.rel, src.format])
-            if src.format in whole and row[1] == 0 and _ends_with_newline(src.path, size):
-                whole[src.format].append((src, row[0], size))
-            else:
-                pending.append((src, row, size))
-        for fmt, files in whole.items():
-            for batch in _groups(files, BATCH_BYTES):  # a progress step per group of files
-                pending.extend(self._load_whole_files(fmt, batch, report, progress,
-                                                      span_file_ids))
-        for src, (file_id, offset, lines_before), size in pending:
-            if src.format == "otlp":  # one JSON document: read whole, duplicates are skipped
-                offset, lines_before = 0, 0
-            added, dups, used, lines, problems = self._load_file(src, file_id, offset,
-                                                                 lines_before, size)
-            self._account(report, src, file_id, added, dups, used, lines, problems,
-                          span_file_ids)
-            if progress:
-                progress(size)
-        if span_file_ids:
-            self._x(sql("stages_from_conventions.sql"), {"file_ids": span_file_ids})
-        return report
+        from .loading import Loader
 
-    def _account(self, report: LoadReport, src: _Source, file_id: int, added: int, dups: int,
-                 used: int, lines: int, problems: list, span_file_ids: list) -> None:
-        report.files_loaded += 1
-        report.duplicates += dups
-        if src.format == "samples":
-            report.samples_added += added
-        else:
-            report.spans_added += added
-            span_file_ids.append(file_id)
-        report.problems.extend(problems)
-        # a torn last line is found again on every load until it is completed: keep one report
-        self._x("DELETE FROM load_problems WHERE path = ? AND torn", [str(src.path)])
-        if problems:
-            self.con.executemany(
-                "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
-                [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
-        self._x("UPDATE loaded_files SET loaded_bytes = ?, loaded_lines = ?, records = records + ?,"
-                " problems = problems + ?, loaded_at = current_timestamp WHERE file_id = ?",
-                [used, lines, added, len(problems), file_id])
-
-    def _load_whole_files(self, fmt: str, batch: list, report: LoadReport,
-                          progress: Optional[Callable[[int], None]],
-                          span_file_ids: list) -> list:
-        """The fast path: new files of our own format, in one parallel read_json. Files with any
-        line it cannot take or that fails validation are returned for the per-file path."""
-        if not batch:
-            return []
-        spans = fmt == "spans"
-        columns = SPAN_COLUMNS if spans else SAMPLE_COLUMNS
-        valid = _VALID_SPAN if spans else _VALID_SAMPLE
-        by_name = {str(src.path): (src, fid, size) for src, fid, size in batch}
-        try:
-            self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
-                    "format = 'newline_delimited', columns = " + _struct(columns) + ", "
-                    "filename = '_file', maximum_object_size = 67108864)", [list(by_name)])
-        except duckdb.Error:
-            return batch_to_pending(batch)  # some file has a line DuckDB cannot read
-        try:
-            counts = {name: (rows, bad) for name, rows, bad in self._x(
-                f"SELECT _file, count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
-                "FROM staging GROUP BY _file")}
-            retry = [name for name in by_name if counts.get(name, (0, 0))[1] > 0]
-            if retry:
-                self._x("DELETE FROM staging WHERE _file IN (SELECT unnest(?))", [retry])
-            self._x("CREATE OR REPLACE TEMP TABLE staging_files (_file VARCHAR, file_id INTEGER)")
-            keep = [[name, fid] for name, (_, fid, _) in by_name.items() if name not in retry]
-            if keep:
-                self.con.executemany("INSERT INTO staging_files VALUES (?, ?)", keep)
-            added_by_file = self._insert_staging_files(spans) if keep else {}
-            for name, (src, fid, size) in by_name.items():
-                if name in retry:
-                    continue
-                rows = counts.get(name, (0, 0))[0]
-                added = added_by_file.get(fid, 0)
-                self._account(report, src, fid, added, rows - added, size, rows, [],
-                              span_file_ids)
-                if progress:
-                    progress(size)
-        finally:
-            self._x("DROP TABLE IF EXISTS staging")
-            self._x("DROP TABLE IF EXISTS staging_files")
-        return [(src, (fid, 0, 0), size) for name, (src, fid, size) in by_name.items()
-                if name in retry]
-
-    def _insert_staging_files(self, spans: bool) -> dict:
-        """Insert ``staging`` (rows tagged with ``_file``) into spans/samples; added per file."""
-        data = ", ".join(SPAN_COLUMNS if spans else SAMPLE_COLUMNS)
-        join = "JOIN staging_files f USING (_file)"
-        if not spans:
-            self._x(f"INSERT INTO samples SELECT {data}, f.file_id FROM staging {join}")
-            return dict(self._x(f"SELECT f.file_id, count(*) FROM staging {join} GROUP BY ALL"))
-        dup_inside = self._x("SELECT count(*) - count(DISTINCT hash(trace_id, span_id)) "
-                             "FROM staging")[0][0]
-        source = "staging" if not dup_inside else (
-            "(SELECT * FROM staging QUALIFY row_number() OVER "
-            "(PARTITION BY trace_id, span_id ORDER BY _file) = 1)")
-        empty = not self._x("SELECT 1 FROM spans LIMIT 1")
-        new = "" if empty else (
-            "WHERE NOT EXISTS (SELECT 1 FROM spans t "
-            "WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)")
-        self._x(f"""
-            INSERT INTO spans
-            SELECT {', '.join('s.' + c for c in SPAN_COLUMNS)},
-                   CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, f.file_id
-            FROM {source} AS s {join}
-            {new}""")
-        # the files are new: every row with their ids came from this insert
-        return dict(self._x("SELECT file_id, count(*) FROM spans WHERE file_id IN "
-                            "(SELECT file_id FROM staging_files) GROUP BY ALL"))
-
-    def _load_file(self, src: _Source, file_id: int, offset: int, lines_before: int,
-                   size: int) -> tuple:
-        """Load from ``offset``; returns (added, duplicates, bytes used, lines, problems)."""
-        if src.format == "otlp":
-            errors: list = []
-            records = list(otlp.read(str(src.path), errors))
-            added, dups = self._insert_records(records, file_id)
-            return added, dups, size, 0, errors
-        with open(src.path, "rb") as f:
-            f.seek(offset)
-            data = f.read(size - offset)
-        cut = data.rfind(b"\n") + 1
-        complete, rest = data[:cut], data[cut:]
-        n_lines = complete.count(b"\n")
-        problems: list = []
-        if rest.strip():
-            # an unterminated last line: the writer may still complete it; report, don't load
-            problems.append(TraceFormatError(
-                str(src.path), lines_before + n_lines + 1,
-                "torn last line (no newline yet: the writer stopped mid-write or is writing); "
-                "not loaded", torn=True))
-        if not complete:
-            return 0, 0, offset, lines_before, problems
-        if src.format == "otlp-lines":
-            staged = self._stage_otlp_fast(src, complete, offset == 0 and not rest)
-            if staged is not None:
-                try:
-                    added, dups = self._insert_staging(file_id, True)
-                finally:
-                    self._x("DROP TABLE IF EXISTS staging")
-                return added, dups, offset + cut, lines_before + n_lines, problems
-            errors = []
-            records = list(_otlp_lines(complete, str(src.path), lines_before, errors))
-            added, dups = self._insert_records(records, file_id)
-            return added, dups, offset + cut, lines_before + n_lines, problems + errors
-        added, dups, slow_problems = self._load_lines(src, file_id, complete, lines_before)
-        return added, dups, offset + cut, lines_before + n_lines, problems + slow_problems
-
-    def _stage_otlp_fast(self, src: _Source, complete: bytes, whole_file: bool) -> Optional[int]:
-        """Try the pyarrow fast path for OTLP lines (see store/otlp_arrow.py)."""
-        from . import otlp_arrow
-
-        if whole_file:
-            return otlp_arrow.stage(self.con, str(src.path), complete)
-        fd, tmp = tempfile.mkstemp(suffix=".jsonl")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(complete)
-            return otlp_arrow.stage(self.con, tmp, complete)
-        finally:
-            os.unlink(tmp)
-
-    def _load_lines(self, src: _Source, file_id: int, complete: bytes,
-                    lines_before: int) -> tuple:
-        """Complete lines of one of our files: DuckDB if every line loads and validates, else
-        the validating reader, which names each bad line."""
-        spans = src.format == "spans"
-        columns = SPAN_COLUMNS if spans else SAMPLE_COLUMNS
-        valid = _VALID_SPAN if spans else _VALID_SAMPLE
-        fd, tmp = tempfile.mkstemp(suffix=".jsonl")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(complete)
-            try:
-                self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
-                        "format = 'newline_delimited', columns = " + _struct(columns) + ", "
-                        "maximum_object_size = 67108864)", [tmp])
-                rows, bad = self._x(
-                    f"SELECT count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
-                    "FROM staging")[0]
-            except duckdb.Error:
-                rows, bad = 0, 1
-            if bad == 0 and rows == complete.count(b"\n"):
-                added, dups = self._insert_staging(file_id, spans)
-                return added, dups, []
-            return self._slow_path(src, file_id, complete, lines_before, spans)
-        finally:
-            self._x("DROP TABLE IF EXISTS staging")
-            os.unlink(tmp)
-
-    def _insert_staging(self, file_id: int, spans: bool) -> tuple:
-        if not spans:
-            n = self._x(f"INSERT INTO samples SELECT *, {int(file_id)} FROM staging")[0][0]
-            return n, 0
-        total = self._x("SELECT count(*) FROM staging")[0][0]
-        added = self._x(f"""
-            INSERT INTO spans
-            SELECT s.*, CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {int(file_id)}
-            FROM (SELECT * FROM staging
-                  QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1) AS s
-            WHERE NOT EXISTS (SELECT 1 FROM spans t
-                              WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)
-        """)[0][0]
-        return added, total - added
-
-    def _slow_path(self, src: _Source, file_id: int, complete: bytes, lines_before: int,
-                   spans: bool) -> tuple:
-        problems: list = []
-        fmt = spanfile if spans else samplefile
-        records = []
-        for number, raw in enumerate(complete.split(b"\n")[:-1], start=lines_before + 1):
-            text = raw.decode("utf-8", errors="replace").strip()
-            if not text:
-                continue
-            try:
-                records.append(fmt.decode(text, str(src.path), number))
-            except TraceFormatError as e:
-                problems.append(e)
-        if spans:
-            added, dups = self._insert_records(records, file_id)
-        else:
-            added, dups = self._insert_samples(records, file_id), 0
-        return added, dups, problems
-
-    def _insert_records(self, records: Iterable[SpanRecord], file_id: int) -> tuple:
-        rows = [_row(r) for r in records]
-        if not rows:
-            return 0, 0
-        import pandas as pd
-
-        frame = pd.DataFrame(rows, columns=list(SPAN_COLUMNS))
-        self.con.register("incoming", frame)
-        try:
-            self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
-                             + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
-                             + " FROM incoming")
-            return self._insert_staging(file_id, True)
-        finally:
-            self.con.unregister("incoming")
-            self._x("DROP TABLE IF EXISTS staging")
-
-    def _insert_samples(self, records: list, file_id: int) -> int:
-        if not records:
-            return 0
-        self.con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             [list(r) + [file_id] for r in records])
-        return len(records)
+        return Loader(self).load(trace_dir, progress)
 
     # ---- analysis results -----------------------------------------------------------------------
     def save_analysis(self, task_columns: dict, section_columns: dict) -> None:
@@ -445,59 +108,3 @@ class Store:
 
     def query(self, statement: str, params: Optional[list] = None):
         return self.con.execute(statement, params or [])
-
-
-def _groups(files: list, limit: int) -> list:
-    """Consecutive groups of (src, file_id, size) of at most ``limit`` bytes (at least one
-    file each): read in parallel within a group, with progress between groups."""
-    groups, current, size = [], [], 0
-    for item in files:
-        if current and size + item[2] > limit:
-            groups.append(current)
-            current, size = [], 0
-        current.append(item)
-        size += item[2]
-    if current:
-        groups.append(current)
-    return groups
-
-
-def batch_to_pending(batch: list) -> list:
-    return [(src, (fid, 0, 0), size) for src, fid, size in batch]
-
-
-def _ends_with_newline(path: Path, size: int) -> bool:
-    if size == 0:
-        return False
-    with open(path, "rb") as f:
-        f.seek(size - 1)
-        return f.read(1) == b"\n"
-
-
-def _struct(columns: dict) -> str:
-    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
-
-
-def _row(r: SpanRecord) -> tuple:
-    events = json.dumps([{"name": e.name, "time_ns": e.time_ns, "attrs": dict(e.attrs)}
-                         for e in r.events], default=str) if r.events else "[]"
-    links = json.dumps([{"trace_id": k.trace_id, "span_id": k.span_id, "attrs": dict(k.attrs)}
-                        for k in r.links], default=str) if r.links else "[]"
-    return (r.trace_id, r.span_id, r.parent_span_id, r.name, r.stage, r.kind, r.start_ns,
-            r.end_ns, r.status, r.status_message, r.service, r.host, r.pid, r.tid,
-            r.thread_cpu_ns, r.child_cpu_ns, r.children, r.vcsw, r.ivcsw, r.minflt, r.majflt,
-            r.child_majflt, json.dumps(dict(r.attrs), default=str), events, links)
-
-
-def _otlp_lines(complete: bytes, path: str, lines_before: int, errors: list):
-    for number, raw in enumerate(complete.split(b"\n")[:-1], start=lines_before + 1):
-        text = raw.decode("utf-8", errors="replace").strip()
-        if not text:
-            continue
-        try:
-            request = json.loads(text)
-        except ValueError as e:
-            errors.append(TraceFormatError(path, number, f"not valid JSON ({e.msg} at column "
-                                                         f"{e.colno})"))
-            continue
-        yield from otlp.spans_of_request(request, path, number, errors)
