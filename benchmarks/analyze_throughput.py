@@ -132,7 +132,9 @@ def run(args, work: Path) -> int:
     figures["critical path + classification"] = (n_spans, time.perf_counter() - t0)
     assert len(analysis.tasks) == args.tasks
 
-    sample = [[SimpleNamespace(span_id=cols["span_id"][i], parent_id=cols["parent_span_id"][i],
+    parents = cols["parent_idx"]
+    sample = [[SimpleNamespace(span_id=cols["span_id"][i],
+                               parent_id=cols["span_id"][parents[i]] if parents[i] >= 0 else None,
                                start=cols["start_ns"][i], end=cols["end_ns"][i])
                for i in range(lo, hi)] for lo, hi in ranges[: args.sample]]
     sample_spans = sum(len(f) for f in sample)
