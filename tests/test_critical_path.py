@@ -237,3 +237,39 @@ def test_invariants_on_random_traces():
             while p is not None and p in by_id and p not in cp.roots:
                 assert by_id[p].start <= sec.start and sec.end <= by_id[p].end
                 p = by_id[p].parent_id
+
+
+def test_walk_many_equals_walk_on_every_trace():
+    """The vectorized walk gives the reference walk's sections, trace by trace."""
+    import random
+
+    from agentscope.analyzers.critical_path import walk_arrays, walk_many
+
+    rng = random.Random(11)
+    parent, starts, ends, kinds, bounds = [], [], [], [], []
+    for _ in range(400):
+        lo = len(parent)
+        n = rng.randint(1, 25)
+        for i in range(n):
+            if i == 0 or rng.random() < 0.06:
+                parent.append(-1)
+            elif rng.random() < 0.03:
+                parent.append(lo + rng.randrange(n))  # may point forward: cycles happen
+            else:
+                parent.append(lo + rng.randrange(i))
+            s = rng.randint(0, 100)
+            starts.append(s)
+            ends.append(s + rng.choice([0, 1, 5, 20, 60, -3]))
+            kinds.append(rng.choice(["internal"] * 6 + ["producer", "consumer"]))
+        bounds.append((lo, lo + n))
+    many = walk_many(parent, starts, ends, kinds, bounds)
+    for t, (lo, hi) in enumerate(bounds):
+        ref = walk_arrays(parent, starts, ends, kinds, lo, hi, buf=None if lo == 0 else
+                          __import__("agentscope.analyzers.critical_path",
+                                     fromlist=["Buffers"]).Buffers(hi))
+        a, b = many.first[t], many.first[t + 1] if t + 1 < len(bounds) else len(many.span)
+        got = list(zip(many.span[a:b], many.start[a:b], many.end[a:b]))
+        assert got == ref.sections, (t, parent[lo:hi], starts[lo:hi], ends[lo:hi])
+        assert (many.starts[t], many.ends[t]) == (ref.start, ref.end)
+        assert sorted(many.roots[t]) == sorted(ref.roots)
+        assert many.off_path[t] == ref.off_path

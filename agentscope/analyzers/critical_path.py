@@ -34,7 +34,7 @@ Where we differ from Jaeger, on purpose (each has a test):
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 
 class PathSpan(NamedTuple):
@@ -272,3 +272,167 @@ def merge_adjacent(sections: Sequence[Section]) -> list:
         else:
             out.append(sec)
     return out
+
+
+class ManyWalks(NamedTuple):
+    """The walks of every trace of flat arrays (see :func:`walk_many`)."""
+
+    trace: list  # per section: the trace's number (position in ``bounds``)
+    span: list  # per section: row index, -1 for a gap
+    start: list
+    end: list
+    first: list  # per trace: index of its first section
+    starts: list  # per trace: path start
+    ends: list  # per trace: path end
+    roots: list  # per trace: list of root rows
+    off_path: list  # per trace
+
+
+def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list) -> ManyWalks:
+    """:func:`walk_arrays` for every trace at once: the same sections, with clipping,
+    pruning and the ordering of children done with numpy over all spans; only the descent
+    along each path is a Python loop. ``bounds[t]`` = (lo, hi) rows of trace t; ``parent``
+    holds row indices within the same trace, or -1."""
+    import numpy as np
+
+    parent = np.asarray(parent, dtype=np.int64)
+    n = len(parent)
+    start = np.asarray(starts, dtype=np.int64)
+    end = np.maximum(np.asarray(ends, dtype=np.int64), start)
+    kinds = np.asarray(kinds, dtype=object)
+    producer = kinds == "producer"
+    consumer = kinds == "consumer"
+    rows = np.arange(n)
+    is_root = (parent < 0) | (parent == rows)
+    safe_parent = np.where(is_root, rows, parent)
+
+    # depth by repeated parent lookups; spans never reached from a root (cycles) stay -1
+    depth = np.where(is_root, 0, -1)
+    for _ in range(n + 1):
+        pd = depth[safe_parent]
+        newly = (depth < 0) & (pd >= 0)
+        if not newly.any():
+            break
+        depth[newly] = pd[newly] + 1
+
+    # clip top down, level by level, and prune what falls outside or does not block
+    cs, ce = start.copy(), end.copy()
+    alive = is_root.copy()
+    for d in range(1, int(depth.max()) + 1 if n else 0):
+        at = np.flatnonzero(depth == d)
+        if not len(at):
+            continue
+        p = safe_parent[at]
+        p_start, p_end = cs[p], ce[p]
+        c_start, c_end = start[at], end[at]
+        point = c_start == c_end
+        keep = alive[p] & ~(producer[p] & consumer[at])
+        keep &= ~((c_start >= p_end) & ~(point & (c_start == p_end)))
+        keep &= ~((c_end <= p_start) & ~(point & (c_end == p_start)))
+        alive[at] = keep
+        cs[at] = np.where(keep, np.maximum(c_start, p_start), cs[at])
+        ce[at] = np.where(keep, np.minimum(c_end, p_end), ce[at])
+
+    # children of every span, last finishing first; ties to the earlier start, then row order
+    kids = np.flatnonzero(alive & ~is_root)
+    order = kids[np.lexsort((kids, cs[kids], -ce[kids], parent[kids]))]
+    count = np.bincount(parent[order], minlength=n) if len(order) else np.zeros(n, np.int64)
+    offset = np.concatenate(([0], np.cumsum(count)[:-1]))
+
+    cs_l, ce_l = cs.tolist(), ce.tolist()
+    order_l, off_l, cnt_l = order.tolist(), offset.tolist(), count.tolist()
+    parent_l = safe_parent.tolist()
+    cursor = [0] * n
+    root_rows = np.flatnonzero(is_root)
+    root_trace = np.searchsorted(np.asarray([hi for _, hi in bounds]), root_rows, side="right")
+    roots_of: list = [[] for _ in bounds]
+    for row, t in zip(root_rows.tolist(), root_trace.tolist()):
+        roots_of[t].append(row)
+    # raw sections of every trace, in descending time per trace; merged below with numpy
+    raw_trace, raw_span, raw_start, raw_end = [], [], [], []
+    starts_out, ends_out = [], []
+    for t, roots in enumerate(roots_of):
+        if not roots:
+            starts_out.append(0)
+            ends_out.append(0)
+            continue
+        w_start = min(cs_l[i] for i in roots)
+        w_end = max(ce_l[i] for i in roots)
+        sections: list = []
+        if len(roots) == 1:
+            top = roots[0]
+            _descend_flat(top, ce_l[top], cs_l, ce_l, order_l, off_l, cnt_l, parent_l, cursor,
+                          sections)
+        else:
+            unused = list(roots)
+            tt = w_end
+            while True:
+                best_i, best = -1, None
+                for k, root in enumerate(unused):
+                    if cs_l[root] < tt:
+                        e = ce_l[root] if ce_l[root] < tt else tt
+                        if best is None or e > best:
+                            best_i, best = k, e
+                if best_i < 0:
+                    break
+                root = unused.pop(best_i)
+                if tt > best:
+                    sections.append((-1, best, tt))
+                tt = _descend_flat(root, best, cs_l, ce_l, order_l, off_l, cnt_l, parent_l,
+                                   cursor, sections)
+            if tt > w_start:
+                sections.append((-1, w_start, tt))
+        sections.reverse()
+        raw_trace.extend([t] * len(sections))
+        for s, a, b in sections:
+            raw_span.append(s)
+            raw_start.append(a)
+            raw_end.append(b)
+        starts_out.append(w_start)
+        ends_out.append(w_end)
+
+    # merge touching sections of the same span (as walk_arrays does), all traces at once
+    tr = np.asarray(raw_trace, dtype=np.int64)
+    sp = np.asarray(raw_span, dtype=np.int64)
+    st = np.asarray(raw_start, dtype=np.int64)
+    en = np.asarray(raw_end, dtype=np.int64)
+    if len(sp):
+        new = np.ones(len(sp), dtype=bool)
+        new[1:] = ~((tr[1:] == tr[:-1]) & (sp[1:] == sp[:-1]) & (st[1:] == en[:-1]))
+        heads = np.flatnonzero(new)
+        tails = np.append(heads[1:], len(sp)) - 1
+        tr, sp, st, en = tr[heads], sp[heads], st[heads], en[tails]
+    first = np.searchsorted(tr, np.arange(len(bounds)), side="left")
+    trace_of_row = np.repeat(np.arange(len(bounds)), [hi - lo for lo, hi in bounds])
+    off_path = np.bincount(trace_of_row[~alive], minlength=len(bounds)) if n else \
+        np.zeros(len(bounds), np.int64)
+    return ManyWalks(tr.tolist(), sp.tolist(), st.tolist(), en.tolist(), first.tolist(),
+                     starts_out, ends_out, roots_of, off_path.tolist())
+
+
+def _descend_flat(top: int, t: int, cs: list, ce: list, order: list, off: list, cnt: list,
+                  parent_of: list, cursor: list, sections: list) -> int:
+    """:func:`_descend` over children stored flat (``order[off[p]:off[p] + cnt[p]]``)."""
+    cur = top
+    while True:
+        m = cnt[cur]
+        if m:
+            base = off[cur]
+            k = cursor[cur]
+            while k < m and ce[order[base + k]] > t:
+                k += 1
+            if k < m:
+                cursor[cur] = k + 1
+                child = order[base + k]
+                c_end = ce[child]
+                if t > c_end:
+                    sections.append((cur, c_end, t))
+                cur, t = child, c_end
+                continue
+            cursor[cur] = k
+        c_start = cs[cur]
+        if t > c_start:
+            sections.append((cur, c_start, t))
+        if cur == top:
+            return c_start
+        cur, t = parent_of[cur], (c_start if c_start < t else t)

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .critical_path import Buffers, walk_arrays
+from .critical_path import walk_many
 from .evidence import CLASSES, IO, SpanFacts, classify, classify_columns
 from .tasks import SELF_TIME_STAGES, Analysis, LazySegments, Segment, TaskResult, gc_paused
 from .tasks import summarize
@@ -49,33 +49,27 @@ def analyze_columns(cols: dict) -> Analysis:
 
 
 def _analyze(cols: dict) -> Analysis:
-    # the walk indexes these one element at a time: Python lists are much faster for that
-    trace_no, parent = _as_list(cols["trace_no"]), _as_list(cols["parent_idx"])
-    starts, ends = _as_list(cols["start_ns"]), _as_list(cols["end_ns"])
-    kinds, stages = _as_list(cols["kind"]), _as_list(cols["stage"])
+    stages = _as_list(cols["stage"])
     span_ids, names = cols["span_id"], cols["name"]
+    trace_no = np.asarray(cols["trace_no"])
     n = len(trace_no)
+    cuts = (np.flatnonzero(np.diff(trace_no)) + 1).tolist() if n else []
+    bounds = list(zip([0] + cuts, cuts + [n])) if n else []
 
-    # 1. the walks
-    sec_task, sec_span, sec_start, sec_end = [], [], [], []
+    # 1. the walks (clipping and ordering in numpy, the descent along each path in Python)
+    w = walk_many(cols["parent_idx"], cols["start_ns"], cols["end_ns"], cols["kind"], bounds)
     heads = []  # per task: (lo, hi, start, end, first section, roots, off_path)
-    buf = Buffers(n)
-    lo = 0
-    while lo < n:
-        hi = lo + 1
-        current = trace_no[lo]
-        while hi < n and trace_no[hi] == current:
-            hi += 1
-        w = walk_arrays(parent, starts, ends, kinds, lo, hi, buf=buf)
-        if w.roots:
-            t = len(heads)
-            heads.append((lo, hi, w.start, w.end, len(sec_span), w.roots, w.off_path))
-            for idx, s, e in w.sections:
-                sec_task.append(t)
-                sec_span.append(idx)
-                sec_start.append(s)
-                sec_end.append(e)
-        lo = hi
+    sec_task, sec_span, sec_start, sec_end = [], [], [], []
+    firsts = w.first + [len(w.span)]
+    for t, (lo, hi) in enumerate(bounds):
+        if not w.roots[t]:
+            continue
+        a, b = firsts[t], firsts[t + 1]
+        heads.append((lo, hi, w.starts[t], w.ends[t], len(sec_span), w.roots[t], w.off_path[t]))
+        sec_task.extend([len(heads) - 1] * (b - a))
+        sec_span.extend(w.span[a:b])
+        sec_start.extend(w.start[a:b])
+        sec_end.extend(w.end[a:b])
     if not heads:
         return Analysis([], summarize([]), None, cols)
 
@@ -129,13 +123,7 @@ def _analyze(cols: dict) -> Analysis:
 
     bounds = [h[4] for h in heads] + [len(task)]
     # the three spans holding each task's path longest; their facts gathered in one go
-    tops = []
-    for t in range(n_tasks):
-        held: dict = {}
-        for k in range(bounds[t], bounds[t + 1]):
-            i = sec_span[k]
-            held[i] = held.get(i, 0) + sec_end[k] - sec_start[k]
-        tops.append(sorted(held.items(), key=lambda kv: -kv[1])[:3])
+    tops = _longest_held(task, span, end - start, n_tasks)
     wanted = sorted({i for top in tops for i, _ in top if i >= 0})
     if wanted:
         picked = [np.asarray(f)[wanted].tolist() for f in fields]
@@ -161,6 +149,28 @@ def _analyze(cols: dict) -> Analysis:
             LazySegments(_segment_builder(sections, a, b, span_ids, names, stages, verdict)),
             hi - lo, int(orchestration[t]), 0, off_path))
     return Analysis(tasks, summarize(tasks), sections, cols)
+
+
+def _longest_held(task: np.ndarray, span: np.ndarray, length: np.ndarray, n_tasks: int) -> list:
+    """Per task, the (span, time held) of the three spans holding its path longest; ties in
+    order of first appearance on the path (as sorting a dict built along the path does)."""
+    tops: list = [[] for _ in range(n_tasks)]
+    if not len(task):
+        return tops
+    key = task * (int(span.max()) + 2) + (span + 1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    held = np.bincount(inverse, weights=length.astype(np.float64))  # exact below 2**53 ns
+    held_int = held.astype(np.int64)
+    u_task = task[first]
+    u_span = span[first]
+    order = np.lexsort((first, -held, u_task))
+    ranked_task = u_task[order]
+    group_start = np.searchsorted(ranked_task, ranked_task, side="left")
+    rank = np.arange(len(order)) - group_start
+    for j in np.flatnonzero(rank < 3).tolist():
+        k = order[j]
+        tops[int(u_task[k])].append((int(u_span[k]), int(held_int[k])))
+    return tops
 
 
 def _as_list(values: Any) -> list:
