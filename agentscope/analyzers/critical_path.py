@@ -101,14 +101,15 @@ class Buffers:
     Each trace uses only its own rows, so nothing needs clearing between traces (a set of
     buffers serves one pass over the arrays: do not walk the same rows twice with it)."""
 
-    __slots__ = ("kids", "cs", "ce", "reached", "children", "parent_of", "cursor")
+    __slots__ = ("kids", "cs", "ce", "reached", "off", "cnt", "parent_of", "cursor")
 
     def __init__(self, n: int) -> None:
         self.kids: list = [None] * n
         self.cs: list = [0] * n
         self.ce: list = [0] * n
         self.reached: list = [False] * n
-        self.children: list = [None] * n
+        self.off: list = [0] * n  # children of p: order[off[p]:off[p] + cnt[p]]
+        self.cnt: list = [0] * n
         self.parent_of: list = [-1] * n
         self.cursor: list = [0] * n
 
@@ -130,7 +131,8 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
             raise ValueError("walk_arrays over part of larger arrays needs buf=Buffers(len)")
         buf = Buffers(hi)
     kids, cs, ce, reached = buf.kids, buf.cs, buf.ce, buf.reached
-    children, parent_of = buf.children, buf.parent_of
+    off, cnt, parent_of = buf.off, buf.cnt, buf.parent_of
+    flat: list = []  # this trace's children, grouped by parent (see Buffers.off)
     found_roots = []
     for i in range(lo, hi):
         p = parent[i]
@@ -181,33 +183,16 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
         if kept:
             # last finishing child first; ties to the earlier start, then input order
             kept.sort(key=lambda k: (-ce[k], cs[k]))
-            children[p] = kept
+            off[p], cnt[p] = len(flat), len(kept)
+            flat.extend(kept)
     off_path = n - len(order)
     start = min(cs[r] for r in roots)
     end = max(ce[r] for r in roots)
     sections: list = []
     cursor = buf.cursor
-    if len(roots) == 1:
-        top = roots[0]
-        _descend(top, ce[top], top, cs, ce, children, parent_of, cursor, sections)
-    else:  # several roots: the root still running at t (latest end, clipped to t) holds it
-        unused = list(roots)
-        t = end
-        while True:
-            best_i, best = -1, None
-            for k, r in enumerate(unused):
-                if cs[r] < t:
-                    e = ce[r] if ce[r] < t else t
-                    if best is None or e > best:
-                        best_i, best = k, e
-            if best_i < 0:
-                break
-            r = unused.pop(best_i)
-            if t > best:
-                sections.append((-1, best, t))
-            t = _descend(r, best, r, cs, ce, children, parent_of, cursor, sections)
-        if t > start:
-            sections.append((-1, start, t))
+    _over_roots(roots, cs, ce, start, end, sections,
+                lambda top, t: _descend_flat(top, t, cs, ce, flat, off, cnt, parent_of, cursor,
+                                             sections))
     sections.reverse()
     merged: list = []
     for sec in sections:
@@ -218,31 +203,32 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
     return Walk([], merged, start, end, roots, off_path, 0)
 
 
-def _descend(top: int, t: int, cur: int, cs: list, ce: list, children: list, parent_of: list,
-             cursor: list, sections: list) -> int:
-    """Walk back from time ``t`` inside ``top``'s subtree; returns ``top``'s start."""
+def _over_roots(roots: list, cs: Any, ce: Any, start: int, end: int, sections: list,
+                descend: Any) -> None:
+    """Walk back over one or several roots; ``descend(top, t)`` walks ``top``'s subtree back
+    from time ``t``, appending sections, and returns ``top``'s start. Between roots, the root
+    still running at ``t`` (latest end, clipped to ``t``) holds the path; uncovered time is a
+    gap (-1)."""
+    if len(roots) == 1:
+        descend(roots[0], ce[roots[0]])
+        return
+    unused = list(roots)
+    t = end
     while True:
-        ids = children[cur]
-        if ids is not None:
-            k = cursor[cur]
-            m = len(ids)
-            while k < m and ce[ids[k]] > t:
-                k += 1
-            if k < m:
-                cursor[cur] = k + 1
-                child = ids[k]
-                c_end = ce[child]
-                if t > c_end:
-                    sections.append((cur, c_end, t))
-                cur, t = child, c_end
-                continue
-            cursor[cur] = k
-        c_start = cs[cur]
-        if t > c_start:
-            sections.append((cur, c_start, t))
-        if cur == top:
-            return c_start
-        cur, t = parent_of[cur], (c_start if c_start < t else t)
+        best_i, best = -1, None
+        for k, r in enumerate(unused):
+            if cs[r] < t:
+                e = ce[r] if ce[r] < t else t
+                if best is None or e > best:
+                    best_i, best = k, e
+        if best_i < 0:
+            break
+        r = unused.pop(best_i)
+        if t > best:
+            sections.append((-1, best, t))
+        t = descend(r, best)
+    if t > start:
+        sections.append((-1, start, t))
 
 
 def critical_path(spans: Iterable, root_id: Optional[str] = None) -> CriticalPath:
@@ -359,29 +345,9 @@ def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list) -> 
         w_start = min(cs_l[i] for i in roots)
         w_end = max(ce_l[i] for i in roots)
         sections: list = []
-        if len(roots) == 1:
-            top = roots[0]
-            _descend_flat(top, ce_l[top], cs_l, ce_l, order_l, off_l, cnt_l, parent_l, cursor,
-                          sections)
-        else:
-            unused = list(roots)
-            tt = w_end
-            while True:
-                best_i, best = -1, None
-                for k, root in enumerate(unused):
-                    if cs_l[root] < tt:
-                        e = ce_l[root] if ce_l[root] < tt else tt
-                        if best is None or e > best:
-                            best_i, best = k, e
-                if best_i < 0:
-                    break
-                root = unused.pop(best_i)
-                if tt > best:
-                    sections.append((-1, best, tt))
-                tt = _descend_flat(root, best, cs_l, ce_l, order_l, off_l, cnt_l, parent_l,
-                                   cursor, sections)
-            if tt > w_start:
-                sections.append((-1, w_start, tt))
+        _over_roots(roots, cs_l, ce_l, w_start, w_end, sections,
+                    lambda top, t: _descend_flat(top, t, cs_l, ce_l, order_l, off_l, cnt_l,
+                                                 parent_l, cursor, sections))
         sections.reverse()
         raw_trace.extend([t] * len(sections))
         for s, a, b in sections:
@@ -412,7 +378,9 @@ def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list) -> 
 
 def _descend_flat(top: int, t: int, cs: list, ce: list, order: list, off: list, cnt: list,
                   parent_of: list, cursor: list, sections: list) -> int:
-    """:func:`_descend` over children stored flat (``order[off[p]:off[p] + cnt[p]]``)."""
+    """Walk back from time ``t`` inside ``top``'s subtree, taking at each span the last
+    finishing child that ended by ``t`` (children stored flat, ``order[off[p]:off[p] +
+    cnt[p]]``, last finishing first); returns ``top``'s start."""
     cur = top
     while True:
         m = cnt[cur]
