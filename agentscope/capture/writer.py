@@ -77,7 +77,6 @@ class SpanFileWriter:
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._need_start = True
-        self._forked = False
         self.forked_at_ns = 0
         self._closed = False
         self.dropped = 0
@@ -102,7 +101,6 @@ class SpanFileWriter:
         closed = self._closed
         self._reset_process_state()
         self._closed = closed
-        self._forked = True
         # Forked workers (multiprocessing pools) are often ended by SIGTERM or os._exit, which
         # run no exit handlers: spans ending at the top level of the child are written at once.
         self.forked_at_ns = time.time_ns()
@@ -131,7 +129,7 @@ class SpanFileWriter:
             t = threading.Thread(target=self._run, name="agentscope-writer", daemon=True)
             self._thread = t
         contextvars.Context().run(t.start)  # the thread must not hold on to the caller's span
-        if self._forked:
+        if self.forked_at_ns:
             self._flush_at_multiprocessing_exit()
 
     def _flush_at_multiprocessing_exit(self) -> None:
