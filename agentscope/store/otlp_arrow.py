@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import semconv
+from ..formats.spanfile import MIN_EPOCH_NS
+from .duckdb_store import SPAN_COLUMNS
 
 _SQL = Path(__file__).with_name("sql") / "otlp_spans.sql"
 _NOT_FLAT = (b'"arrayValue"', b'"kvlistValue"')
-_macros: set = set()
 
 
 def _schema() -> Any:
@@ -57,7 +58,7 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
     _define_macros(con)
     accounting = "[" + ", ".join(f"'{name}'" for name in
                                  (*semconv.ACCOUNTING_ATTRIBUTES.values(), semconv.STAGE)) + "]"
-    query = _SQL.read_text().format(accounting=accounting)
+    query = _SQL.read_text().format(accounting=accounting, min_epoch_ns=MIN_EPOCH_NS)
     con.register("otlp_arrow", table)
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE otlp_flat AS " + query).fetchall()
@@ -65,7 +66,7 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
                                   "coalesce(sum(extras), 0) FROM otlp_flat").fetchall()[0]
         if bad or extras:
             return None
-        columns = ", ".join(c for c in _span_columns())
+        columns = ", ".join(SPAN_COLUMNS)
         con.execute(f"CREATE OR REPLACE TEMP TABLE staging AS SELECT {columns} FROM otlp_flat"
                     ).fetchall()
         return con.execute("SELECT count(*) FROM staging").fetchall()[0][0]
@@ -74,16 +75,9 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
         con.unregister("otlp_arrow")
 
 
-def _span_columns() -> tuple:
-    from .duckdb_store import SPAN_COLUMNS
-
-    return tuple(SPAN_COLUMNS)
-
-
 def _define_macros(con: Any) -> None:
-    key = id(con)
-    if key in _macros:
-        return
+    """(Re)define the helper macros on this connection: idempotent and cheap, so no cache
+    (one keyed by connection would outlive a closed connection whose id is reused)."""
     con.execute("""
         CREATE OR REPLACE TEMP MACRO otlp_value(v) AS
             CASE WHEN v.stringValue IS NOT NULL THEN to_json(v.stringValue)
@@ -100,4 +94,3 @@ def _define_macros(con: Any) -> None:
                               AS BIGINT),
                      CAST(list_filter(attrs, lambda a: a.key = name)[1].value.doubleValue
                           AS BIGINT))""").fetchall()
-    _macros.add(key)

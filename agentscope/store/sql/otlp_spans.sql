@@ -1,7 +1,8 @@
 -- OTLP/JSON traces (an Arrow table `otlp_arrow` of ExportTraceServiceRequest rows, read by
 -- pyarrow) flattened into the columns of `spans`, plus `ok` (every check passed) and `extras`
 -- (events + links, which the Python reader handles). Same mapping as store/otlp.py.
--- {accounting} is replaced by the list of agentscope's accounting attribute names.
+-- {accounting} is replaced by the list of agentscope's accounting attribute names, and
+-- {min_epoch_ns} by formats.spanfile.MIN_EPOCH_NS (smaller start times are another unit).
 WITH rs AS (SELECT unnest(resourceSpans) AS rs FROM otlp_arrow),
 ss AS (SELECT rs.resource.attributes AS res, unnest(rs.scopeSpans) AS ss FROM rs),
 sp AS (SELECT coalesce(res, []) AS res, ss.scope.name AS scope, unnest(ss.spans) AS sp FROM ss),
@@ -61,5 +62,5 @@ SELECT
              AND regexp_full_match(raw_span, '[0-9a-fA-F]{{16}}')
              AND raw_span <> '0000000000000000'
              AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
-             AND (start_ns >= 100000000000000000 OR start_ns = 0), false) AS ok
+             AND (start_ns >= {min_epoch_ns} OR start_ns = 0), false) AS ok
 FROM typed
