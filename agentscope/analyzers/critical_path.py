@@ -76,9 +76,10 @@ class Walk(NamedTuple):
     duplicates: int
 
 
-def walk(spans: Iterable) -> Walk:
+def walk(spans: Iterable, root_id: Optional[str] = None) -> Walk:
     """The critical path over span-like objects (``span_id``, ``parent_id``, ``start``,
-    ``end``, ``kind``), by index. :func:`critical_path` is the named form."""
+    ``end``, ``kind``), by index; from ``root_id`` only, when given and present.
+    :func:`critical_path` is the named form."""
     index: dict = {}
     uniq: list = []
     duplicates = 0
@@ -90,8 +91,9 @@ def walk(spans: Iterable) -> Walk:
             uniq.append(s)
     get = index.get
     parent = [-1 if s.parent_id is None else get(s.parent_id, -1) for s in uniq]
+    roots = [index[root_id]] if root_id in index else None
     w = walk_arrays(parent, [s.start for s in uniq], [s.end for s in uniq],
-                    [s.kind for s in uniq], 0, len(uniq))
+                    [s.kind for s in uniq], 0, len(uniq), roots=roots)
     return w._replace(spans=uniq, duplicates=duplicates)
 
 
@@ -233,15 +235,7 @@ def _over_roots(roots: list, cs: Any, ce: Any, start: int, end: int, sections: l
 
 def critical_path(spans: Iterable, root_id: Optional[str] = None) -> CriticalPath:
     """The critical path of one trace (or of the subtree under ``root_id``)."""
-    w = walk(spans)
-    if root_id is not None:
-        index = {s.span_id: i for i, s in enumerate(w.spans)}
-        if root_id in index:
-            parent = [-1 if s.parent_id is None else index.get(s.parent_id, -1) for s in w.spans]
-            w = walk_arrays(parent, [s.start for s in w.spans], [s.end for s in w.spans],
-                            [s.kind for s in w.spans], 0, len(w.spans),
-                            roots=[index[root_id]])._replace(spans=w.spans,
-                                                            duplicates=w.duplicates)
+    w = walk(spans, root_id)
     if not w.spans:
         return CriticalPath((), 0, 0, (), 0, w.duplicates)
     ids = [s.span_id for s in w.spans]
