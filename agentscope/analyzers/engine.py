@@ -3,8 +3,8 @@
 The same rules as :func:`agentscope.analyzers.tasks.analyze_trace` (the per-trace reference,
 checked against this in the tests), organised for a million spans:
 
-1. walk each trace's critical path on integer arrays (``walk_arrays``) and collect all
-   sections into flat arrays (task number, span index, start, end);
+1. walk every trace's critical path (``walk_many``: clipping and child order in numpy, the
+   descent in Python) into flat section arrays (task number, span index, start, end);
 2. classify every span at once (``classify_columns``);
 3. sum section lengths times their spans' shares per task with ``np.bincount``;
 4. build per task only what is read per task: shares, bottleneck, confidence, the evidence of
@@ -58,25 +58,21 @@ def _analyze(cols: dict) -> Analysis:
 
     # 1. the walks (clipping and ordering in numpy, the descent along each path in Python)
     w = walk_many(cols["parent_idx"], cols["start_ns"], cols["end_ns"], cols["kind"], bounds)
+    # a task per trace that has a root (a trace of nothing but a parent cycle has none)
     heads = []  # per task: (lo, hi, start, end, first section, roots, off_path)
-    sec_task, sec_span, sec_start, sec_end = [], [], [], []
-    firsts = w.first + [len(w.span)]
+    task_of_trace = np.full(len(bounds), -1, dtype=np.int64)
     for t, (lo, hi) in enumerate(bounds):
-        if not w.roots[t]:
-            continue
-        a, b = firsts[t], firsts[t + 1]
-        heads.append((lo, hi, w.starts[t], w.ends[t], len(sec_span), w.roots[t], w.off_path[t]))
-        sec_task.extend([len(heads) - 1] * (b - a))
-        sec_span.extend(w.span[a:b])
-        sec_start.extend(w.start[a:b])
-        sec_end.extend(w.end[a:b])
+        if w.roots[t]:
+            task_of_trace[t] = len(heads)
+            heads.append((lo, hi, w.starts[t], w.ends[t], w.first[t], w.roots[t],
+                          w.off_path[t]))
     if not heads:
         return Analysis([], summarize([]), None, cols)
 
     # 2. every span classified at once; row n is the gap between roots
     shares, confidence, cls = classify_columns(
-        cols["stage"], cols["start_ns"], cols["end_ns"], cols["own_cpu"], cols["own_wall"], cols["own_faults"],
-        cols["queue_s"], cols["model_s"], cols["server_local"], cols["loop"])
+        cols["stage"], cols["start_ns"], cols["end_ns"], cols["own_cpu"], cols["own_wall"],
+        cols["own_faults"], cols["queue_s"], cols["model_s"], cols["server_local"], cols["loop"])
     gap = classify(None)
     shares = np.vstack([shares, [gap.shares.get(c, 0.0) for c in CLASSES]])
     confidence = np.append(confidence, gap.confidence)
@@ -84,11 +80,11 @@ def _analyze(cols: dict) -> Analysis:
     orchestrates = np.append(np.isin(np.asarray(stages, dtype=object), SELF_TIME_STAGES), False)
 
     # 3. per-task sums
-    task = np.asarray(sec_task, dtype=np.int64)
-    span = np.asarray(sec_span, dtype=np.int64)
+    task = task_of_trace[np.asarray(w.trace, dtype=np.int64)]  # sections exist under roots only
+    span = np.asarray(w.span, dtype=np.int64)
     row = np.where(span < 0, n, span)
-    start = np.asarray(sec_start, dtype=np.int64)
-    end = np.asarray(sec_end, dtype=np.int64)
+    start = np.asarray(w.start, dtype=np.int64)
+    end = np.asarray(w.end, dtype=np.int64)
     length = (end - start).astype(np.float64)
     n_tasks = len(heads)
     totals = np.stack([np.bincount(task, length * shares[row, c], n_tasks)
@@ -111,29 +107,30 @@ def _analyze(cols: dict) -> Analysis:
     sections = Sections(task, span, start, end, cls[row], confidence[row], shares[row], seq)
 
     # 4. per-task results
-    fields = [cols[c] if c else np.full(n, None, dtype=object) for c in _FACT_COLUMNS]
+    fields = [cols[c] if c else None for c in _FACT_COLUMNS]
     verdicts: dict = {}
 
     def verdict(i: int) -> Any:
         v = verdicts.get(i)
         if v is None:
-            v = verdicts[i] = classify(SpanFacts._make([_py(f[i]) for f in fields])
-                                       if i >= 0 else None)
+            v = verdicts[i] = classify(SpanFacts._make(
+                [None if f is None else _py(f[i]) for f in fields]) if i >= 0 else None)
         return v
 
-    bounds = [h[4] for h in heads] + [len(task)]
+    sec_bounds = [h[4] for h in heads] + [len(task)]
     # the three spans holding each task's path longest; their facts gathered in one go
     tops = _longest_held(task, span, end - start, n_tasks)
     wanted = sorted({i for top in tops for i, _ in top if i >= 0})
     if wanted:
-        picked = [np.asarray(f)[wanted].tolist() for f in fields]
+        picked = [[None] * len(wanted) if f is None else np.asarray(f)[wanted].tolist()
+                  for f in fields]
         for j, i in enumerate(wanted):
             verdicts[i] = classify(SpanFacts._make([p[j] for p in picked]))
 
     share_rows = task_shares.tolist()
     tasks = []
     for t, (lo, hi, t_start, _end, _first, roots, off_path) in enumerate(heads):
-        a, b = bounds[t], bounds[t + 1]
+        a, b = sec_bounds[t], sec_bounds[t + 1]
         root = next((r for r in roots if stages[r] == "task"), roots[0])
         trace_id, lane, service = _root_strings(cols, lo, hi, root)
         dur = int(duration[t])
