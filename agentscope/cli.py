@@ -86,14 +86,14 @@ def _open_and_load(trace_dir: str, db: "str | None", quiet: bool = False):
     if not root.is_dir():
         raise click.UsageError(f"no such trace directory: {trace_dir}")
     store = Store.for_trace_dir(root, db)
-    sources, _ = Store.sources(root)
-    total = sum(s.path.stat().st_size for s in sources)
+    found = Store.sources(root)  # looked at once: for the bar's length and for the load
+    total = sum(s.path.stat().st_size for s in found[0])
     if not quiet and total > 32 << 20 and sys.stderr.isatty():
         with click.progressbar(length=total, label="loading traces", file=sys.stderr,
                                show_pos=False) as bar:
-            report = store.load(root, progress=bar.update)
+            report = store.load(root, progress=bar.update, found=found)
     else:
-        report = store.load(root)
+        report = store.load(root, found=found)
     return store, report
 
 

@@ -76,11 +76,13 @@ class Store:
         return sources(trace_dir)
 
     def load(self, trace_dir: "str | os.PathLike[str]",
-             progress: Optional[Callable[[int], None]] = None) -> "LoadReport":
-        """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read."""
+             progress: Optional[Callable[[int], None]] = None,
+             found: Optional[tuple] = None) -> "LoadReport":
+        """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read;
+        ``found`` is what :meth:`sources` returned for it, if the caller already looked."""
         from .loading import Loader
 
-        return Loader(self).load(trace_dir, progress)
+        return Loader(self).load(trace_dir, progress, found)
 
     # ---- analysis results -----------------------------------------------------------------------
     def save_analysis(self, task_columns: dict, section_columns: dict) -> None:
