@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -22,6 +23,7 @@ import duckdb
 
 from ..errors import TraceFormatError
 from ..formats import samplefile, spanfile
+from ..formats.spanfile import MIN_EPOCH_NS
 from ..records import SpanRecord
 from . import otlp
 from .duckdb_store import SPAN_COLUMNS, sql
@@ -30,13 +32,13 @@ BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step
 SAMPLE_COLUMNS = {"ts_ns": "BIGINT", "host": "VARCHAR", "pid": "INTEGER", "source": "VARCHAR",
                   "device": "VARCHAR", "metric": "VARCHAR", "value": "DOUBLE"}
 
-_VALID_SPAN = """
+_VALID_SPAN = f"""
     trace_id IS NOT NULL AND regexp_full_match(trace_id, '[0-9a-f]{32}')
     AND trace_id <> '00000000000000000000000000000000'
     AND span_id IS NOT NULL AND regexp_full_match(span_id, '[0-9a-f]{16}')
     AND span_id <> '0000000000000000'
     AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{16}'))
-    AND name IS NOT NULL AND (start_ns >= 100000000000000000 OR start_ns = 0)
+    AND name IS NOT NULL AND (start_ns >= {MIN_EPOCH_NS} OR start_ns = 0)
     AND end_ns >= start_ns
     AND kind IN ('internal', 'server', 'client', 'producer', 'consumer')
     AND status IN ('unset', 'ok', 'error')
@@ -69,7 +71,28 @@ class _Source:
 
 def sources(trace_dir: "str | os.PathLike[str]") -> tuple:
     """(loadable files, ignored files) below ``trace_dir``; hidden entries are skipped."""
-    return Loader.sources(trace_dir)
+    root = Path(trace_dir)
+    found, ignored = [], []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        name = path.name
+        if name.startswith(spanfile.FILE_PREFIX) and name.endswith(spanfile.FILE_SUFFIX):
+            found.append(_Source(path, str(rel), "spans"))
+        elif name.startswith(samplefile.FILE_PREFIX) and name.endswith(samplefile.FILE_SUFFIX):
+            found.append(_Source(path, str(rel), "samples"))
+        elif name.endswith((".json", ".jsonl", ".ndjson")):
+            with open(path, "rb") as f:
+                head = f.read(65536)
+            if otlp.looks_like_otlp(head):
+                found.append(_Source(path, str(rel),
+                                     "otlp" if name.endswith(".json") else "otlp-lines"))
+            else:
+                ignored.append(str(rel))
+        else:
+            ignored.append(str(rel))
+    return found, ignored
 
 
 class Loader:
@@ -79,40 +102,16 @@ class Loader:
         self.con = store.con
         self._x = store._x
 
-    @staticmethod
-    def sources(trace_dir: "str | os.PathLike[str]") -> tuple[list, list]:
-        """(loadable files, ignored files) below ``trace_dir``; hidden entries are skipped."""
-        root = Path(trace_dir)
-        found, ignored = [], []
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-                continue
-            name = path.name
-            if name.startswith(spanfile.FILE_PREFIX) and name.endswith(spanfile.FILE_SUFFIX):
-                found.append(_Source(path, str(rel), "spans"))
-            elif name.startswith(samplefile.FILE_PREFIX) and name.endswith(samplefile.FILE_SUFFIX):
-                found.append(_Source(path, str(rel), "samples"))
-            elif name.endswith((".json", ".jsonl", ".ndjson")):
-                with open(path, "rb") as f:
-                    head = f.read(65536)
-                if otlp.looks_like_otlp(head):
-                    found.append(_Source(path, str(rel),
-                                         "otlp" if name.endswith(".json") else "otlp-lines"))
-                else:
-                    ignored.append(str(rel))
-            else:
-                ignored.append(str(rel))
-        return found, ignored
-
     def load(self, trace_dir: "str | os.PathLike[str]",
-             progress: Optional[Callable[[int], None]] = None) -> LoadReport:
-        """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read."""
+             progress: Optional[Callable[[int], None]] = None,
+             found: Optional[tuple] = None) -> LoadReport:
+        """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read;
+        ``found`` is what :func:`sources` returned for it, if the caller already looked."""
         root = Path(trace_dir)
         if not root.is_dir():
             raise FileNotFoundError(f"no such trace directory: {root}")
         report = LoadReport()
-        found, report.ignored_files = self.sources(root)
+        found, report.ignored_files = found if found is not None else sources(root)
         known = {path: (fid, loaded, lines) for fid, path, loaded, lines in self._x(
             "SELECT file_id, path, loaded_bytes, loaded_lines FROM loaded_files")}
         next_id = self._x("SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
@@ -190,7 +189,7 @@ class Loader:
                     "format = 'newline_delimited', columns = " + _struct(columns) + ", "
                     "filename = '_file', maximum_object_size = 67108864)", [list(by_name)])
         except duckdb.Error:
-            return batch_to_pending(batch)  # some file has a line DuckDB cannot read
+            return _pending(batch)  # some file has a line DuckDB cannot read
         try:
             counts = {name: (rows, bad) for name, rows, bad in self._x(
                 f"SELECT _file, count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
@@ -215,8 +214,7 @@ class Loader:
         finally:
             self._x("DROP TABLE IF EXISTS staging")
             self._x("DROP TABLE IF EXISTS staging_files")
-        return [(src, (fid, 0, 0), size) for name, (src, fid, size) in by_name.items()
-                if name in retry]
+        return _pending([item for name, item in by_name.items() if name in retry])
 
     def _insert_staging_files(self, spans: bool) -> dict:
         """Insert ``staging`` (rows tagged with ``_file``) into spans/samples; added per file."""
@@ -225,21 +223,7 @@ class Loader:
         if not spans:
             self._x(f"INSERT INTO samples SELECT {data}, f.file_id FROM staging {join}")
             return dict(self._x(f"SELECT f.file_id, count(*) FROM staging {join} GROUP BY ALL"))
-        dup_inside = self._x("SELECT count(*) - count(DISTINCT hash(trace_id, span_id)) "
-                             "FROM staging")[0][0]
-        source = "staging" if not dup_inside else (
-            "(SELECT * FROM staging QUALIFY row_number() OVER "
-            "(PARTITION BY trace_id, span_id ORDER BY _file) = 1)")
-        empty = not self._x("SELECT 1 FROM spans LIMIT 1")
-        new = "" if empty else (
-            "WHERE NOT EXISTS (SELECT 1 FROM spans t "
-            "WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)")
-        self._x(f"""
-            INSERT INTO spans
-            SELECT {', '.join('s.' + c for c in SPAN_COLUMNS)},
-                   CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, f.file_id
-            FROM {source} AS s {join}
-            {new}""")
+        self._insert_spans("f.file_id", join, "_file")
         # the files are new: every row with their ids came from this insert
         return dict(self._x("SELECT file_id, count(*) FROM spans WHERE file_id IN "
                             "(SELECT file_id FROM staging_files) GROUP BY ALL"))
@@ -288,13 +272,8 @@ class Loader:
 
         if whole_file:
             return otlp_arrow.stage(self.con, str(src.path), complete)
-        fd, tmp = tempfile.mkstemp(suffix=".jsonl")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(complete)
+        with _temp_jsonl(complete) as tmp:
             return otlp_arrow.stage(self.con, tmp, complete)
-        finally:
-            os.unlink(tmp)
 
     def _load_lines(self, src: _Source, file_id: int, complete: bytes,
                     lines_before: int) -> tuple:
@@ -303,10 +282,7 @@ class Loader:
         spans = src.format == "spans"
         columns = SPAN_COLUMNS if spans else SAMPLE_COLUMNS
         valid = _VALID_SPAN if spans else _VALID_SAMPLE
-        fd, tmp = tempfile.mkstemp(suffix=".jsonl")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(complete)
+        with _temp_jsonl(complete) as tmp:
             try:
                 self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
                         "format = 'newline_delimited', columns = " + _struct(columns) + ", "
@@ -316,38 +292,47 @@ class Loader:
                     "FROM staging")[0]
             except duckdb.Error:
                 rows, bad = 0, 1
-            if bad == 0 and rows == complete.count(b"\n"):
-                added, dups = self._insert_staging(file_id, spans)
-                return added, dups, []
-            return self._slow_path(src, file_id, complete, lines_before, spans)
-        finally:
-            self._x("DROP TABLE IF EXISTS staging")
-            os.unlink(tmp)
+            try:
+                if bad == 0 and rows == complete.count(b"\n"):
+                    added, dups = self._insert_staging(file_id, spans)
+                    return added, dups, []
+            finally:
+                self._x("DROP TABLE IF EXISTS staging")
+        return self._slow_path(src, file_id, complete, lines_before, spans)
 
     def _insert_staging(self, file_id: int, spans: bool) -> tuple:
         if not spans:
             n = self._x(f"INSERT INTO samples SELECT *, {int(file_id)} FROM staging")[0][0]
             return n, 0
         total = self._x("SELECT count(*) FROM staging")[0][0]
-        added = self._x(f"""
-            INSERT INTO spans
-            SELECT s.*, CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {int(file_id)}
-            FROM (SELECT * FROM staging
-                  QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1) AS s
-            WHERE NOT EXISTS (SELECT 1 FROM spans t
-                              WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)
-        """)[0][0]
+        added = self._insert_spans(str(int(file_id)))
         return added, total - added
+
+    def _insert_spans(self, file_id: str, join: str = "", order: str = "") -> int:
+        """Insert the rows of ``staging`` into ``spans`` (``file_id``: the SQL giving each row's
+        file), skipping spans already stored and repeats inside ``staging`` (the first by
+        ``order`` is kept). Returns how many were added."""
+        repeats = self._x("SELECT count(*) - count(DISTINCT hash(trace_id, span_id)) "
+                          "FROM staging")[0][0]
+        source = "staging" if not repeats else (
+            "(SELECT * FROM staging QUALIFY row_number() OVER "
+            f"(PARTITION BY trace_id, span_id{' ORDER BY ' + order if order else ''}) = 1)")
+        new = "" if not self._x("SELECT 1 FROM spans LIMIT 1") else (
+            "WHERE NOT EXISTS (SELECT 1 FROM spans t "
+            "WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)")
+        return self._x(f"""
+            INSERT INTO spans
+            SELECT {', '.join('s.' + c for c in SPAN_COLUMNS)},
+                   CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {file_id}
+            FROM {source} AS s {join}
+            {new}""")[0][0]
 
     def _slow_path(self, src: _Source, file_id: int, complete: bytes, lines_before: int,
                    spans: bool) -> tuple:
         problems: list = []
         fmt = spanfile if spans else samplefile
         records = []
-        for number, raw in enumerate(complete.split(b"\n")[:-1], start=lines_before + 1):
-            text = raw.decode("utf-8", errors="replace").strip()
-            if not text:
-                continue
+        for number, text in _numbered_lines(complete, lines_before):
             try:
                 records.append(fmt.decode(text, str(src.path), number))
             except TraceFormatError as e:
@@ -383,6 +368,27 @@ class Loader:
         return len(records)
 
 
+def _numbered_lines(complete: bytes, lines_before: int):
+    """(line number, text) of the non-blank lines of ``complete`` (whole lines), numbered
+    after the ``lines_before`` lines already loaded from the same file."""
+    for number, raw in enumerate(complete.split(b"\n")[:-1], start=lines_before + 1):
+        text = raw.decode("utf-8", errors="replace").strip()
+        if text:
+            yield number, text
+
+
+@contextlib.contextmanager
+def _temp_jsonl(data: bytes):
+    """A temporary file holding ``data`` (for DuckDB and pyarrow, which read files)."""
+    fd, path = tempfile.mkstemp(suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield path
+    finally:
+        os.unlink(path)
+
+
 def _groups(files: list, limit: int) -> list:
     """Consecutive groups of (src, file_id, size) of at most ``limit`` bytes (at least one
     file each): read in parallel within a group, with progress between groups."""
@@ -398,7 +404,8 @@ def _groups(files: list, limit: int) -> list:
     return groups
 
 
-def batch_to_pending(batch: list) -> list:
+def _pending(batch: list) -> list:
+    """New files of a fast-path batch, as entries for the per-file path (from offset 0)."""
     return [(src, (fid, 0, 0), size) for src, fid, size in batch]
 
 
@@ -426,10 +433,7 @@ def _row(r: SpanRecord) -> tuple:
 
 
 def _otlp_lines(complete: bytes, path: str, lines_before: int, errors: list):
-    for number, raw in enumerate(complete.split(b"\n")[:-1], start=lines_before + 1):
-        text = raw.decode("utf-8", errors="replace").strip()
-        if not text:
-            continue
+    for number, text in _numbered_lines(complete, lines_before):
         try:
             request = json.loads(text)
         except ValueError as e:
