@@ -46,6 +46,24 @@ def test_fast_path_and_incremental_reload(tmp_path):
         assert store.query("SELECT DISTINCT stage_from FROM spans").fetchall() == [("agentscope",)]
 
 
+def test_clean_files_take_the_fast_path(tmp_path, monkeypatch):
+    """Valid files load through DuckDB alone: the line-by-line reader is not needed."""
+    write(tmp_path / "spans-h-1-1.jsonl", [rec(i) for i in range(1, 6)])
+    write(tmp_path / "spans-h-2-1.jsonl", [rec(i) for i in range(6, 9)])
+
+    def not_expected(*args, **kwargs):
+        raise AssertionError("the validating reader ran on a clean file")
+
+    monkeypatch.setattr(spanfile, "decode", not_expected)
+    with Store(None) as store:
+        r = store.load(tmp_path)  # new files: read together
+        assert (r.files_loaded, r.spans_added, r.problems) == (2, 8, [])
+        with open(tmp_path / "spans-h-1-1.jsonl", "a") as f:  # appended lines: one file
+            f.write(spanfile.encode(rec(9)))
+        r = store.load(tmp_path)
+        assert (r.files_loaded, r.spans_added, r.problems) == (1, 1, [])
+
+
 def test_bad_lines_are_named_and_the_rest_loads(tmp_path):
     path = tmp_path / "spans-h-1-1.jsonl"
     good = [rec(1), rec(2)]

@@ -32,17 +32,18 @@ BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step
 SAMPLE_COLUMNS = {"ts_ns": "BIGINT", "host": "VARCHAR", "pid": "INTEGER", "source": "VARCHAR",
                   "device": "VARCHAR", "metric": "VARCHAR", "value": "DOUBLE"}
 
-_VALID_SPAN = f"""
+_VALID_SPAN = """
     trace_id IS NOT NULL AND regexp_full_match(trace_id, '[0-9a-f]{32}')
     AND trace_id <> '00000000000000000000000000000000'
     AND span_id IS NOT NULL AND regexp_full_match(span_id, '[0-9a-f]{16}')
     AND span_id <> '0000000000000000'
     AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{16}'))
-    AND name IS NOT NULL AND (start_ns >= {MIN_EPOCH_NS} OR start_ns = 0)
+    AND name IS NOT NULL AND (start_ns >= MIN_EPOCH_NS OR start_ns = 0)
     AND end_ns >= start_ns
     AND kind IN ('internal', 'server', 'client', 'producer', 'consumer')
     AND status IN ('unset', 'ok', 'error')
 """
+_VALID_SPAN = _VALID_SPAN.replace("MIN_EPOCH_NS", str(MIN_EPOCH_NS))
 _VALID_SAMPLE = "ts_ns >= 0 AND metric IS NOT NULL AND metric <> '' AND source IS NOT NULL"
 
 
