@@ -183,10 +183,13 @@ def test_progress_reports_every_byte_once(tmp_path):
 def _spans_table(directory, fast, monkeypatch):
     from agentscope.store import otlp_arrow
 
-    if not fast:
-        monkeypatch.setattr(otlp_arrow, "stage", lambda *a: None)
+    staged = []
+    real = otlp_arrow.stage
+    monkeypatch.setattr(otlp_arrow, "stage",
+                        lambda *a: staged.append(real(*a) if fast else None) or staged[-1])
     with Store(None) as store:
         report = store.load(directory)
+        assert all(n is not None for n in staged) if fast else staged == [None]
         rows = store.query("SELECT * EXCLUDE (attrs, events, links, file_id) FROM spans "
                            "ORDER BY trace_id, span_id").fetchall()
         attrs = [json.loads(a) for (a,) in store.query(
