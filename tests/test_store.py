@@ -189,7 +189,7 @@ def _spans_table(directory, fast, monkeypatch):
                         lambda *a: staged.append(real(*a) if fast else None) or staged[-1])
     with Store(None) as store:
         report = store.load(directory)
-        assert all(n is not None for n in staged) if fast else staged == [None]
+        assert (staged and all(n is not None for n in staged)) if fast else staged == [None]
         rows = store.query("SELECT * EXCLUDE (attrs, events, links, file_id) FROM spans "
                            "ORDER BY trace_id, span_id").fetchall()
         attrs = [json.loads(a) for (a,) in store.query(
