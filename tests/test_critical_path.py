@@ -239,8 +239,11 @@ def test_invariants_on_random_traces():
                 p = by_id[p].parent_id
 
 
-def test_walk_many_equals_walk_on_every_trace():
-    """The vectorized walk gives the reference walk's sections, trace by trace."""
+@pytest.mark.parametrize("lockstep_min", [0, 5, 10**9])
+def test_walk_many_equals_walk_on_every_trace(lockstep_min):
+    """The vectorized walk gives the reference walk's sections, trace by trace, whether the
+    descent runs in lockstep to the end (0), hands the last walks to Python (5) or runs
+    entirely in Python (10**9)."""
     import random
 
     from agentscope.analyzers.critical_path import walk_arrays, walk_many
@@ -262,13 +265,14 @@ def test_walk_many_equals_walk_on_every_trace():
             ends.append(s + rng.choice([0, 1, 5, 20, 60, -3]))
             kinds.append(rng.choice(["internal"] * 6 + ["producer", "consumer"]))
         bounds.append((lo, lo + n))
-    many = walk_many(parent, starts, ends, kinds, bounds)
+    many = walk_many(parent, starts, ends, kinds, bounds, lockstep_min=lockstep_min)
+    span, start, end = many.span.tolist(), many.start.tolist(), many.end.tolist()
     for t, (lo, hi) in enumerate(bounds):
         ref = walk_arrays(parent, starts, ends, kinds, lo, hi, buf=None if lo == 0 else
                           __import__("agentscope.analyzers.critical_path",
                                      fromlist=["Buffers"]).Buffers(hi))
         a, b = many.first[t], many.first[t + 1] if t + 1 < len(bounds) else len(many.span)
-        got = list(zip(many.span[a:b], many.start[a:b], many.end[a:b]))
+        got = list(zip(span[a:b], start[a:b], end[a:b]))
         assert got == ref.sections, (t, parent[lo:hi], starts[lo:hi], ends[lo:hi])
         assert (many.starts[t], many.ends[t]) == (ref.start, ref.end)
         assert sorted(many.roots[t]) == sorted(ref.roots)

