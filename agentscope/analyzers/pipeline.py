@@ -21,18 +21,24 @@ def analyze_store(store: Store, save: bool = True) -> Analysis:
 
 
 def fetch_columns(store: Store) -> dict:
-    """The analysis input as numpy arrays, one per column: numbers as numeric arrays (the
-    query never returns NULL numbers), strings as object arrays with None for NULL. Fetching
-    columns is many times faster than row tuples for a million spans."""
+    """The analysis input as numpy arrays in ``idx`` order (each trace one contiguous run),
+    one per column: numbers as numeric arrays (the query never returns NULL numbers), strings
+    as object arrays with None for NULL. Fetching columns is many times faster than row
+    tuples for a million spans."""
     import numpy as np
 
     arrays = store.con.execute(sql("analysis_input.sql")).fetchnumpy()
+    idx = np.asarray(arrays.pop("idx"), dtype=np.int64)
+    where = np.empty_like(idx)  # row of each position
+    where[idx] = np.arange(len(idx))
     cols = {}
     for name, a in arrays.items():
-        data = np.ma.getdata(a)
-        if np.ma.isMaskedArray(a) and np.ma.getmaskarray(a).any():
-            data = data.astype(object)
-            data[np.ma.getmaskarray(a)] = None
+        data = np.ma.getdata(a)[where]
+        if np.ma.isMaskedArray(a):
+            mask = np.ma.getmaskarray(a)[where]
+            if mask.any():
+                data = data.astype(object)
+                data[mask] = None
         cols[name] = data
     # stages come as codes (1-based positions in Stage order, 0 for none): one shared string
     # object per stage instead of one per span

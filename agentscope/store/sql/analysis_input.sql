@@ -1,39 +1,70 @@
--- What the analyzers read of each span, ordered by trace (each trace one contiguous run of
--- rows, numbered by trace_no): ids, times, and its *own* evidence, net of its children's.
--- Strings that only task roots need (trace_id, lane, service) are sent for roots only, and
--- each span's parent comes as the row index of the parent (parent_idx, -1 for none), so the
--- critical-path walk works on integers.
+-- What the analyzers read of each span: ids, times, and its *own* evidence, net of its
+-- children's. Each row carries idx, its position in (trace_id, start_ns, span_id) order, so
+-- that each trace is one contiguous run of positions (numbered by trace_no); the rows come
+-- back in any order and the reader puts them in idx order (cheaper in numpy than a second
+-- sort of every column here). Strings that only task roots need (trace_id, lane, service) are
+-- sent for roots only, and each span's parent comes as the idx of the parent (parent_idx, -1
+-- for none), so the critical-path walk works on integers.
+-- Numbers are never NULL (0 = none), so they come out of DuckDB as plain numpy arrays.
 --   own_cpu    on-CPU time of its thread minus that of its children on the same thread, plus
 --              CPU of the child processes it waited for minus those its children waited for
 --              (-1 when its thread CPU was not measured);
--- Numbers are never NULL (0 = none), so they come out of DuckDB as plain numpy arrays.
 --   own_wall   its duration minus the time its children on the same thread ran;
 --   own_faults its major faults (thread + children processes) minus its children's.
 -- Children on another thread or process did not use this thread, so they are not netted.
-WITH kid AS (
-    SELECT p.trace_id, p.span_id,
-        sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
-                 THEN greatest(least(c.end_ns, p.end_ns) - greatest(c.start_ns, p.start_ns), 0)
-                 ELSE 0 END) AS busy_wall,
-        sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
-                 THEN c.thread_cpu_ns END) AS kid_cpu,
-        sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid THEN c.child_cpu_ns END) AS kid_child_cpu,
-        coalesce(sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
-                          THEN c.majflt END), 0)
-          + coalesce(sum(CASE WHEN c.pid IS NOT DISTINCT FROM p.pid THEN c.child_majflt END), 0)
-          AS kid_faults
-    FROM spans c
-    JOIN spans p ON c.trace_id = p.trace_id AND c.parent_span_id = p.span_id
-                AND c.span_id <> p.span_id
-    GROUP BY p.trace_id, p.span_id
+-- The parent is found once (one join on the string ids); the netting sums group by its idx.
+WITH base AS (
+    SELECT
+        row_number() OVER (ORDER BY trace_id, start_ns, span_id) - 1 AS idx,
+        dense_rank() OVER (ORDER BY trace_id) AS trace_no,
+        trace_id, span_id, parent_span_id, name, stage, kind, start_ns, end_ns, pid, tid,
+        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, attrs, service
+    FROM spans
 ),
-rows AS (
-SELECT
-    row_number() OVER (ORDER BY s.trace_id, s.start_ns, s.span_id) - 1 AS idx,
-    dense_rank() OVER (ORDER BY s.trace_id) AS trace_no,
-    s.trace_id AS trace_key,
+linked AS (
+    SELECT c.*, coalesce(p.idx, -1) AS parent_idx,
+        -- what this span takes off its parent's own time, CPU and faults (NULL: nothing)
+        CASE WHEN p.idx <> c.idx AND c.pid IS NOT DISTINCT FROM p.pid
+                  AND c.tid IS NOT DISTINCT FROM p.tid
+             THEN greatest(least(c.end_ns, p.end_ns) - greatest(c.start_ns, p.start_ns), 0)
+             END AS net_wall,
+        CASE WHEN p.idx <> c.idx AND c.pid IS NOT DISTINCT FROM p.pid
+                  AND c.tid IS NOT DISTINCT FROM p.tid
+             THEN c.thread_cpu_ns END AS net_cpu,
+        CASE WHEN p.idx <> c.idx AND c.pid IS NOT DISTINCT FROM p.pid
+             THEN c.child_cpu_ns END AS net_child_cpu,
+        CASE WHEN p.idx <> c.idx AND c.pid IS NOT DISTINCT FROM p.pid
+             THEN coalesce(CASE WHEN c.tid IS NOT DISTINCT FROM p.tid THEN c.majflt END, 0)
+                  + coalesce(c.child_majflt, 0) END AS net_faults
+    FROM base c
+    LEFT JOIN base p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+),
+kid AS (
+    SELECT parent_idx AS idx, sum(net_wall) AS busy_wall, sum(net_cpu) AS kid_cpu,
+           sum(net_child_cpu) AS kid_child_cpu, coalesce(sum(net_faults), 0) AS kid_faults
+    FROM linked WHERE parent_idx >= 0 AND parent_idx <> idx
+    GROUP BY parent_idx
+),
+attributed AS (
+    -- the attributes the classifier reads, parsed once per span ({} is the common case)
+    SELECT *, CASE WHEN attrs IS NULL OR attrs = '{}' THEN NULL
+                   ELSE json_extract_string(attrs, [
+                       '$."gen_ai.latency.time_in_queue"',
+                       '$."gen_ai.latency.time_in_model_prefill"',
+                       '$."gen_ai.latency.time_in_model_decode"',
+                       '$."server.address"', '$."agentscope.cpu.scope"',
+                       '$."agentscope.lane"']) END AS a
+    FROM linked
+)
+SELECT s.idx, s.trace_no,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.trace_id END AS trace_id,
-    s.span_id, s.parent_span_id, s.name, s.stage, s.kind, s.start_ns, s.end_ns,
+    s.span_id, s.name,
+    -- low-cardinality strings as codes (no string object per row when fetched):
+    -- stage as its position in the list below, kind only where the walk needs it
+    coalesce(list_position(['task', 'agent', 'queue', 'context', 'inference', 'tool', 'env',
+                            'memory'], s.stage), 0) AS stage_code,
+    CASE WHEN s.kind IN ('producer', 'consumer') THEN s.kind END AS kind,
+    s.start_ns, s.end_ns,
     CASE WHEN s.thread_cpu_ns IS NULL THEN -1 ELSE
         greatest(s.thread_cpu_ns - coalesce(k.kid_cpu, 0), 0)
         + greatest(coalesce(s.child_cpu_ns, 0) - coalesce(k.kid_child_cpu, 0), 0) END AS own_cpu,
@@ -41,26 +72,12 @@ SELECT
     greatest(coalesce(s.majflt, 0) + coalesce(s.child_majflt, 0) - coalesce(k.kid_faults, 0), 0)
         AS own_faults,
     coalesce(s.child_cpu_ns, 0) AS child_cpu_ns,
-    coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_queue"') AS DOUBLE), 0) AS queue_s,
-    coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_model_prefill"') AS DOUBLE), 0)
-      + coalesce(TRY_CAST(json_extract_string(s.attrs, '$."gen_ai.latency.time_in_model_decode"') AS DOUBLE), 0) AS model_s,
-    coalesce(json_extract_string(s.attrs, '$."server.address"') IN ('localhost', '127.0.0.1', '::1',
-                                                                   '0.0.0.0'), false) AS server_local,
-    coalesce(json_extract_string(s.attrs, '$."agentscope.cpu.scope"') = 'loop', false) AS loop,
-    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task'
-         THEN json_extract_string(s.attrs, '$."agentscope.lane"') END AS lane,
-    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service
-FROM spans s LEFT JOIN kid k ON k.trace_id = s.trace_id AND k.span_id = s.span_id
-)
-SELECT r.trace_no, r.trace_id, r.span_id, r.name,
-       -- low-cardinality strings as codes (no string object per row when fetched):
-       -- stage as its position in the list below, kind only where the walk needs it
-       coalesce(list_position(['task', 'agent', 'queue', 'context', 'inference', 'tool', 'env',
-                               'memory'], r.stage), 0) AS stage_code,
-       CASE WHEN r.kind IN ('producer', 'consumer') THEN r.kind END AS kind,
-       r.start_ns, r.end_ns, r.own_cpu, r.own_wall, r.own_faults, r.child_cpu_ns, r.queue_s,
-       r.model_s, r.server_local, r.loop, r.lane, r.service,
-       coalesce(p.idx, -1) AS parent_idx
-FROM rows r
-LEFT JOIN rows p ON p.trace_key = r.trace_key AND p.span_id = r.parent_span_id
-ORDER BY r.idx
+    coalesce(TRY_CAST(s.a[1] AS DOUBLE), 0) AS queue_s,
+    coalesce(TRY_CAST(s.a[2] AS DOUBLE), 0) + coalesce(TRY_CAST(s.a[3] AS DOUBLE), 0) AS model_s,
+    coalesce(s.a[4] IN ('localhost', '127.0.0.1', '::1', '0.0.0.0'), false) AS server_local,
+    coalesce(s.a[5] = 'loop', false) AS loop,
+    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.a[6] END AS lane,
+    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service,
+    s.parent_idx
+FROM attributed s
+LEFT JOIN kid k ON k.idx = s.idx
