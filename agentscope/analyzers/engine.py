@@ -114,25 +114,12 @@ def _analyze(cols: dict) -> Analysis:
     sections = Sections(task, span, start, end, sec_cls, sec_conf, sec_shares, seq)
 
     # 4. per-task results
-    fields = [cols[c] if c else None for c in _FACT_COLUMNS]
-    verdicts: dict = {}
-
-    def verdict(i: int) -> Any:
-        v = verdicts.get(i)
-        if v is None:
-            v = verdicts[i] = classify(SpanFacts._make(
-                [None if f is None else _py(f[i]) for f in fields]) if i >= 0 else None)
-        return v
-
+    verdicts = _Verdicts(cols)
     sec_bounds = [h[4] for h in heads] + [len(task)]
     # the three spans holding each task's path longest; their facts gathered in one go
     tops = _longest_held(task, span, end - start, n_tasks)
-    wanted = sorted({i for top in tops for i, _ in top if i >= 0})
-    if wanted:
-        picked = [[None] * len(wanted) if f is None else np.asarray(f)[wanted].tolist()
-                  for f in fields]
-        for j, i in enumerate(wanted):
-            verdicts[i] = classify(SpanFacts._make([p[j] for p in picked]))
+    verdicts.fill(sorted({i for top in tops for i, _ in top if i >= 0}))
+    verdict = verdicts.get
 
     share_rows = task_shares.tolist()
     tasks = []
@@ -150,9 +137,39 @@ def _analyze(cols: dict) -> Analysis:
         tasks.append(TaskResult(
             trace_id, _py(names[root]), lane, service, t_start, dur, CLASSES[bottleneck[t]],
             float(task_conf[t]), dict(zip(CLASSES, share_rows[t])), evidence,
-            LazySegments(_segment_builder(sections, a, b, span_ids, names, stages, verdict)),
+            LazySegments(_segment_builder(sections, a, b, span_ids, names, stages, verdicts)),
             hi - lo, int(orchestration[t]), 0, off_path))
-    return Analysis(tasks, summarize(tasks), sections, cols)
+    analysis = Analysis(tasks, summarize(tasks), sections, cols)
+    # a report that reads every task's segments classifies all their spans in one go first
+    analysis.prepare = lambda: verdicts.fill(np.unique(span[span >= 0]).tolist())
+    return analysis
+
+
+class _Verdicts:
+    """classify() of spans by input row, computed on demand and kept; many rows at once
+    gather their facts column by column (building them one span at a time from numpy
+    scalars cost more than classifying them)."""
+
+    def __init__(self, cols: dict) -> None:
+        self.fields = [cols[c] if c else None for c in _FACT_COLUMNS]
+        self.done: dict = {-1: classify(None)}
+
+    def fill(self, rows: list) -> None:
+        rows = [i for i in rows if i not in self.done]
+        if not rows:
+            return
+        picked = [[None] * len(rows) if f is None else np.asarray(f)[rows].tolist()
+                  for f in self.fields]
+        make = SpanFacts._make
+        for i, facts in zip(rows, zip(*picked)):
+            self.done[i] = classify(make(facts))
+
+    def get(self, i: int) -> Any:
+        v = self.done.get(i)
+        if v is None:
+            self.fill([i])
+            v = self.done[i]
+        return v
 
 
 def _longest_held(task: np.ndarray, span: np.ndarray, length: np.ndarray, n_tasks: int) -> list:
@@ -195,16 +212,20 @@ def _root_strings(cols: dict, lo: int, hi: int, root: int) -> tuple:
     return trace_id, cols["lane"][root], cols["service"][root]
 
 
-def _segment_builder(sections: Sections, a: int, b: int, span_ids: list, names: list,
-                     stages: list, verdict: Any) -> Any:
+def _segment_builder(sections: Sections, a: int, b: int, span_ids: Any, names: Any,
+                     stages: list, verdicts: _Verdicts) -> Any:
     def build() -> list:
+        rows = sections.span[a:b].tolist()
+        verdicts.fill(rows)
+        done = verdicts.done
+        starts, ends = sections.start[a:b].tolist(), sections.end[a:b].tolist()
+        conf = sections.confidence[a:b].tolist()
+        cls = sections.cls[a:b].tolist()
         out = []
-        for k in range(a, b):
-            i = int(sections.span[k])
+        for i, s0, e0, k, c in zip(rows, starts, ends, cls, conf):
+            v = done[i]
             out.append(Segment(
-                _py(span_ids[i]) if i >= 0 else None, _py(names[i]) if i >= 0 else "(gap)",
-                stages[i] if i >= 0 else None, int(sections.start[k]), int(sections.end[k]),
-                CLASSES[sections.cls[k]], lambda i=i: verdict(i).shares,
-                float(sections.confidence[k]), lambda i=i: verdict(i).reason))
+                span_ids[i] if i >= 0 else None, names[i] if i >= 0 else "(gap)",
+                stages[i] if i >= 0 else None, s0, e0, CLASSES[k], v.shares, c, v.reason))
         return out
     return build

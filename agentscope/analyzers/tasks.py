@@ -68,6 +68,9 @@ class LazySegments(Sequence):
     def __len__(self) -> int:
         return len(self._list())
 
+    def __iter__(self):  # type: ignore[override]
+        return iter(self._list())
+
 
 class TaskResult(NamedTuple):
     trace_id: str
@@ -93,6 +96,9 @@ class Analysis:
     summary: dict
     sections: Any = None  # the engine's section arrays (for saving), when it made them
     columns: Any = None  # the input columns they index into
+    # called by exporters before reading every task's segments (lets the engine build their
+    # evidence in bulk); None when there is nothing to prepare
+    prepare: Optional[Callable[[], None]] = None
 
 
 def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Optional[TaskResult]:

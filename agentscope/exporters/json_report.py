@@ -17,6 +17,7 @@ def _iso(ns: int) -> str:
 
 
 def task_dict(t: Any) -> dict:
+    start = t.start_ns
     return {
         "trace_id": t.trace_id,
         "name": t.name,
@@ -31,14 +32,16 @@ def task_dict(t: Any) -> dict:
         "spans": t.spans,
         "critical_path": [
             {"span_id": s.span_id, "name": s.name, "stage": s.stage,
-             "start_s": round((s.start_ns - t.start_ns) / 1e9, 9),
-             "end_s": round((s.end_ns - t.start_ns) / 1e9, 9),
+             "start_s": round((s.start_ns - start) / 1e9, 9),
+             "end_s": round((s.end_ns - start) / 1e9, 9),
              "class": s.cls, "confidence": s.confidence, "evidence": s.evidence}
             for s in t.segments],
     }
 
 
 def report(analysis: Analysis, problems: list = (), load: Any = None) -> dict:
+    if analysis.prepare is not None:
+        analysis.prepare()
     summary = dict(analysis.summary)
     summary["input_problems"] = len(problems)
     if load is not None:
