@@ -32,6 +32,19 @@ SPAN_COLUMNS = {
 }
 
 
+def _column(values: object) -> object:
+    import numpy as np
+
+    if isinstance(values, np.ndarray):
+        return values
+    values = list(values)
+    if any(isinstance(v, str) or v is None for v in values):
+        a = np.empty(len(values), dtype=object)
+        a[:] = values
+        return a
+    return np.asarray(values)
+
+
 def sql(name: str) -> str:
     return (SQL_DIR / name).read_text()
 
@@ -92,15 +105,13 @@ class Store:
     def save_analysis(self, task_columns: dict, section_columns: dict) -> None:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
         Each argument maps the table's column names to equally long lists or arrays."""
-        import pandas as pd
-
         self._x(sql("analysis_tables.sql"))
         for table, cols in (("task_results", task_columns), ("cp_sections", section_columns)):
             if not cols or not len(next(iter(cols.values()))):
                 continue
             columns = [c[0] for c in self._x(f"DESCRIBE {table}")]
-            frame = pd.DataFrame({c: cols[c] for c in columns})
-            self.con.register("incoming", frame)
+            # DuckDB scans a dict of numpy arrays in place (no pandas import, no copy)
+            self.con.register("incoming", {c: _column(cols[c]) for c in columns})
             try:
                 self._x(f"INSERT INTO {table} SELECT * FROM incoming")
             finally:
