@@ -73,3 +73,15 @@ def test_engine_matches_reference_on_generated_traces(tmp_path):
 
     write_spanfiles(tmp_path, 150, spans_per_task=40, branches=3)
     _compare(tmp_path)
+
+
+def test_stage_codes_in_the_analysis_input_follow_stage_order():
+    """analysis_input.sql sends stages as positions in a list that must be Stage's order
+    (the engine and the classifier decode them with it)."""
+    import re
+
+    from agentscope.store.duckdb_store import sql
+    from agentscope.vocab import Stage
+
+    listed = re.search(r"list_position\(\[([^\]]*)\]", sql("analysis_input.sql")).group(1)
+    assert re.findall(r"'(\w+)'", listed) == [s.value for s in Stage]

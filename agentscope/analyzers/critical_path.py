@@ -294,22 +294,25 @@ def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list,
     is_root = (parent < 0) | (parent == rows)
     safe_parent = np.where(is_root, rows, parent)
 
-    # depth by repeated parent lookups; spans never reached from a root (cycles) stay -1
+    # depth by repeated parent lookups over the spans still without one: round d finds the
+    # spans of depth d (in row order); spans never reached from a root (cycles) stay -1
     depth = np.where(is_root, 0, -1)
-    for _ in range(n + 1):
-        pd = depth[safe_parent]
-        newly = (depth < 0) & (pd >= 0)
-        if not newly.any():
+    levels = []
+    pending = np.flatnonzero(~is_root)
+    while len(pending):
+        pd = depth[safe_parent[pending]]
+        found = pd >= 0
+        if not found.any():
             break
-        depth[newly] = pd[newly] + 1
+        at = pending[found]
+        depth[at] = pd[found] + 1
+        levels.append(at)
+        pending = pending[~found]
 
     # clip top down, level by level, and prune what falls outside or does not block
     cs, ce = start.copy(), end.copy()
     alive = is_root.copy()
-    for d in range(1, int(depth.max()) + 1 if n else 0):
-        at = np.flatnonzero(depth == d)
-        if not len(at):
-            continue
+    for at in levels:
         p = safe_parent[at]
         p_start, p_end = cs[p], ce[p]
         c_start, c_end = start[at], end[at]
@@ -323,7 +326,7 @@ def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list,
 
     # children of every span, last finishing first; ties to the earlier start, then row order
     kids = np.flatnonzero(alive & ~is_root)
-    order = kids[np.lexsort((kids, cs[kids], -ce[kids], parent[kids]))]
+    order = kids[np.lexsort((cs[kids], -ce[kids], parent[kids]))]  # stable: row order last
     count = np.bincount(parent[order], minlength=n) if len(order) else np.zeros(n, np.int64)
     offset = np.zeros(n, dtype=np.int64)
     if n:

@@ -162,9 +162,16 @@ def classify_columns(stage: Any, start: Any, end: Any, own_cpu: Any, own_wall: A
 
     n = len(start)
     k = {c: i for i, c in enumerate(CLASSES)}
-    stage = np.asarray(stage, dtype=object)
-    is_stage = {s: (stage == s) for s in ("queue", "inference", "memory", "context", "task",
-                                          "agent")}
+    wanted = ("queue", "inference", "memory", "context", "task", "agent")
+    stage = np.asarray(stage)
+    if stage.dtype.kind in "iu":  # stage codes: positions in Stage order, 0 for none (fast)
+        from ..vocab import Stage
+
+        order = [s.value for s in Stage]
+        is_stage = {s: stage == order.index(s) + 1 for s in wanted}
+    else:
+        stage = stage.astype(object)
+        is_stage = {s: (stage == s) for s in wanted}
     # epoch nanoseconds do not fit a float64 exactly: subtract as integers first
     dur = np.maximum(np.asarray(end, dtype=np.int64) - np.asarray(start, dtype=np.int64),
                      1).astype(np.float64)

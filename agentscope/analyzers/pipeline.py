@@ -43,7 +43,8 @@ def fetch_columns(store: Store) -> dict:
     # stages come as codes (1-based positions in Stage order, 0 for none): one shared string
     # object per stage instead of one per span
     names = np.array([None] + [s.value for s in Stage], dtype=object)
-    cols["stage"] = names[np.asarray(cols.pop("stage_code"), dtype=np.int64)]
+    cols["stage_code"] = np.asarray(cols["stage_code"], dtype=np.int64)
+    cols["stage"] = names[cols["stage_code"]]
     return cols
 
 
