@@ -135,6 +135,33 @@ def run(args, work: Path) -> int:
     assert report.spans_added == n_otlp and not report.problems, report.problems[:3]
     otlp_store.close()
 
+    # the ceilings under the two loads, in the same run: DuckDB's JSON reader alone over the
+    # span files (into memory, no validation or on-disk insert), pyarrow's parse alone of the
+    # OTLP file (no flattening, no insert)
+    import duckdb
+
+    from agentscope.store.duckdb_store import SPAN_COLUMNS
+    from agentscope.store.loading import _struct
+
+    con = duckdb.connect()
+    files = sorted(str(p) for p in spans_dir.glob("spans-*.jsonl"))
+    t0 = time.perf_counter()
+    con.execute("CREATE TEMP TABLE r AS SELECT * FROM read_json(?, format = "
+                "'newline_delimited', columns = " + _struct(SPAN_COLUMNS) + ")", [files])
+    figures["ceiling: DuckDB read_json alone"] = (n_spans, time.perf_counter() - t0)
+    con.close()
+    try:
+        import pyarrow.json as pj
+
+        from agentscope.store.otlp_arrow import _schema
+
+        t0 = time.perf_counter()
+        pj.read_json(otlp_dir / "traces.jsonl", parse_options=pj.ParseOptions(
+            explicit_schema=_schema(), unexpected_field_behavior="ignore"))
+        figures["ceiling: pyarrow OTLP parse alone"] = (n_otlp, time.perf_counter() - t0)
+    except ImportError:
+        pass
+
     t0 = time.perf_counter()
     with gc_paused():  # as analyze_store does
         cols = fetch_columns(store)

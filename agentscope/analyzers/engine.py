@@ -122,12 +122,14 @@ def _analyze(cols: dict) -> Analysis:
     verdict = verdicts.get
 
     share_rows = task_shares.tolist()
+    durations, conf_l = duration.astype(np.int64).tolist(), task_conf.tolist()
+    bottleneck_l, orch_l = [CLASSES[k] for k in bottleneck.tolist()], orchestration.tolist()
     tasks = []
     for t, (lo, hi, t_start, _end, _first, roots, off_path) in enumerate(heads):
         a, b = sec_bounds[t], sec_bounds[t + 1]
         root = next((r for r in roots if stages[r] == "task"), roots[0])
         trace_id, lane, service = _root_strings(cols, lo, hi, root)
-        dur = int(duration[t])
+        dur = durations[t]
         evidence = []
         for i, h in tops[t]:
             v = verdict(i)
@@ -135,10 +137,10 @@ def _analyze(cols: dict) -> Analysis:
             evidence.append(f"{label}: {h / 1e9:.3g} s on the critical path "
                             f"({h / dur if dur else 0.0:.0%}), {v.cls}: {v.reason}")
         tasks.append(TaskResult(
-            trace_id, _py(names[root]), lane, service, t_start, dur, CLASSES[bottleneck[t]],
-            float(task_conf[t]), dict(zip(CLASSES, share_rows[t])), evidence,
+            trace_id, _py(names[root]), lane, service, t_start, dur, bottleneck_l[t],
+            conf_l[t], dict(zip(CLASSES, share_rows[t])), evidence,
             LazySegments(_segment_builder(sections, a, b, span_ids, names, stages, verdicts)),
-            hi - lo, int(orchestration[t]), 0, off_path))
+            hi - lo, int(orch_l[t]), 0, off_path))
     analysis = Analysis(tasks, summarize(tasks), sections, cols)
     # a report that reads every task's segments classifies all their spans in one go first
     analysis.prepare = lambda: verdicts.fill(np.unique(span[span >= 0]).tolist())
