@@ -17,7 +17,7 @@ files and a slice as OTLP/JSON lines, then measures, in one run:
                         holds any memory): wall time and peak RSS
 
 Usage: python benchmarks/analyze_throughput.py [--tasks 10000] [--otlp-tasks 2000]
-       [--sample 200]   (needs networkx for the baseline: pip install networkx)
+       [--sample 1000] [--repeat 3]   (needs networkx for the baseline: pip install networkx)
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gen_traces import write_otlp_lines, write_spanfiles  # noqa: E402
 
 from agentscope.analyzers.critical_path import Buffers, walk_arrays, walk_many  # noqa: E402
 from agentscope.analyzers.pipeline import fetch_columns  # noqa: E402
@@ -88,7 +87,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=10_000)
     ap.add_argument("--otlp-tasks", type=int, default=2_000)
-    ap.add_argument("--sample", type=int, default=200, help="traces for the networkx baseline")
+    ap.add_argument("--sample", type=int, default=1000, help="traces for the networkx baseline")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of the engine and of the baseline (medians reported)")
     ap.add_argument("--cli-runs", type=int, default=3,
                     help="runs of `agentscope analyze --format table` (median reported)")
     args = ap.parse_args()
@@ -102,8 +103,15 @@ def main() -> int:
 def run(args, work: Path) -> int:
     figures = {}
     spans_dir, otlp_dir = work / "spans", work / "otlp"
-    n_spans = write_spanfiles(spans_dir, args.tasks, spans_per_task=104)
-    n_otlp = write_otlp_lines(otlp_dir / "traces.jsonl", args.otlp_tasks, spans_per_task=104)
+    # generated in a child process, so that this one stays small while the CLI is measured
+    gen = subprocess.run(
+        [sys.executable, "-c", "import sys; from gen_traces import write_spanfiles, "
+         "write_otlp_lines; from pathlib import Path; "
+         f"print(write_spanfiles(Path({str(spans_dir)!r}), {args.tasks}, spans_per_task=104)); "
+         f"print(write_otlp_lines(Path({str(otlp_dir / 'traces.jsonl')!r}), {args.otlp_tasks}, "
+         "spans_per_task=104))"],
+        cwd=Path(__file__).resolve().parent, stdout=subprocess.PIPE, text=True, check=True)
+    n_spans, n_otlp = (int(x) for x in gen.stdout.split())
 
     # the CLI first, while this process holds no memory (on this VM a process that touches
     # memory another one just released pays for the page faults); a fresh store each run
@@ -179,10 +187,14 @@ def run(args, work: Path) -> int:
     t0 = time.perf_counter()
     walk_many(cols["parent_idx"], cols["start_ns"], cols["end_ns"], cols["kind"], ranges)
     figures["critical path (fleet walk)"] = (n_spans, time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    analysis = analyze_columns(cols)
-    figures["critical path + classification"] = (n_spans, time.perf_counter() - t0)
-    assert len(analysis.tasks) == args.tasks
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        analysis = analyze_columns(cols)
+        times.append(time.perf_counter() - t0)
+        assert len(analysis.tasks) == args.tasks
+        del analysis
+    figures["critical path + classification"] = (n_spans, sorted(times)[len(times) // 2])
 
     parents = cols["parent_idx"]
     sample = [[SimpleNamespace(span_id=cols["span_id"][i],
@@ -191,10 +203,13 @@ def run(args, work: Path) -> int:
                for i in range(lo, hi)] for lo, hi in ranges[: args.sample]]
     sample_spans = sum(len(f) for f in sample)
     try:
-        t0 = time.perf_counter()
-        for facts in sample:
-            networkx_longest_path(facts)
-        figures["networkx baseline"] = (sample_spans, time.perf_counter() - t0)
+        times = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            for facts in sample:
+                networkx_longest_path(facts)
+            times.append(time.perf_counter() - t0)
+        figures["networkx baseline"] = (sample_spans, sorted(times)[len(times) // 2])
     except ImportError:
         print("networkx is not installed: no baseline (pip install networkx)")
 

@@ -1,0 +1,234 @@
+"""Host counters from /proc: CPU (per core, run queue, load), PSI, memory and paging, disk
+and network I/O. Each source reads a few kept-open files per sample (see ProcFile).
+
+Metric names follow OpenTelemetry's system semantic conventions where one exists
+(``system.cpu.utilization``, ``system.memory.usage``...), with the attribute that tells apart
+the series (direction, state) folded into the name, as the Prometheus exporters do.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from .base import Deltas, ProcFile, Reading, SourceUnavailable, open_proc
+
+
+class HostCPU:
+    """``/proc/stat`` and ``/proc/loadavg``.
+
+    * ``system.cpu.utilization``: busy share of all cores over the interval (0..1), and of
+      each core (device ``cpuN``) when ``per_core``;
+    * ``system.cpu.logical.count``;
+    * ``system.cpu.run_queue``: runnable tasks (``procs_running``, less the sampler itself,
+      which is running while it reads); above the core count, runnable work is waiting;
+    * ``system.processes.blocked``: tasks in uninterruptible sleep (``procs_blocked``,
+      mostly disk I/O);
+    * ``system.cpu.load_average.1m``.
+    """
+
+    name = "host.cpu"
+
+    def __init__(self, root: str = "/proc", per_core: bool = True) -> None:
+        self.stat = open_proc(f"{root}/stat", "host CPU")
+        try:
+            self.loadavg: Optional[ProcFile] = ProcFile(f"{root}/loadavg")
+        except OSError:
+            self.loadavg = None
+        self.per_core = per_core
+        self.deltas = Deltas()
+
+    def sample(self, now_ns: int) -> list:
+        out = []
+        cores = 0
+        for line in self.stat.read().split(b"\n"):
+            if line.startswith(b"cpu"):
+                parts = line.split()
+                label = parts[0]
+                if label != b"cpu":
+                    cores += 1
+                    if not self.per_core:
+                        continue
+                f = [int(x) for x in parts[1:9]]  # user nice system idle iowait irq softirq steal
+                idle = f[3] + f[4]
+                d = self.deltas.delta(label, sum(f), now_ns)
+                d_idle = self.deltas.delta(label + b"/idle", idle, now_ns)
+                if d is not None and d_idle is not None and d[0] > 0:
+                    util = min(max(1.0 - d_idle[0] / d[0], 0.0), 1.0)
+                    out.append(Reading("system.cpu.utilization", util,
+                                       None if label == b"cpu" else label.decode()))
+            elif line.startswith(b"procs_running"):
+                out.append(Reading("system.cpu.run_queue", max(int(line.split()[1]) - 1, 0)))
+            elif line.startswith(b"procs_blocked"):
+                out.append(Reading("system.processes.blocked", int(line.split()[1])))
+        out.append(Reading("system.cpu.logical.count", cores))
+        if self.loadavg is not None:
+            out.append(Reading("system.cpu.load_average.1m",
+                               float(self.loadavg.read().split()[0])))
+        return out
+
+
+class Pressure:
+    """Linux pressure stall information, ``/proc/pressure/{cpu,memory,io}``.
+
+    ``system.pressure.<resource>.some`` / ``.full``: the share of the interval (0..1) in
+    which some (all) non-idle tasks were stalled on the resource, computed from the
+    ``total=`` stall counters (microseconds), so every interval is exact rather than the
+    kernel's 10-second moving average. ``cpu`` ``some`` is runnable work waiting for a CPU.
+    """
+
+    name = "host.pressure"
+    RESOURCES = ("cpu", "memory", "io")
+
+    def __init__(self, root: str = "/proc") -> None:
+        self.files = {}
+        for res in self.RESOURCES:
+            self.files[res] = open_proc(f"{root}/pressure/{res}",
+                                        "pressure stall information (kernel without PSI?)")
+        self.deltas = Deltas()
+
+    def sample(self, now_ns: int) -> list:
+        out = []
+        for res, f in self.files.items():
+            for line in f.read().split(b"\n"):
+                if not line:
+                    continue
+                kind, _, rest = line.partition(b" ")
+                total = rest.rpartition(b"total=")[2]
+                if not total:
+                    continue
+                d = self.deltas.delta((res, kind), int(total), now_ns)
+                if d is not None:
+                    stalled_s = d[0] / 1e6
+                    out.append(Reading(f"system.pressure.{res}.{kind.decode()}",
+                                       min(stalled_s / d[1], 1.0)))
+        return out
+
+
+class Memory:
+    """``/proc/meminfo`` and ``/proc/vmstat``.
+
+    * ``system.memory.limit``, ``system.memory.usage`` (total less available),
+      ``system.memory.available``, ``system.swap.usage`` (bytes);
+    * ``system.paging.swap_in`` / ``system.paging.swap_out`` (pages per second) and
+      ``system.paging.major_faults`` (per second): reading the working set back from disk.
+    """
+
+    name = "host.memory"
+    min_interval_s = 0.1  # slow-moving and the biggest files: at most 10 Hz
+
+    _MEMINFO = {b"MemTotal:": "total", b"MemAvailable:": "available",
+                b"SwapTotal:": "swap_total", b"SwapFree:": "swap_free"}
+    _VMSTAT = {b"pswpin": "system.paging.swap_in", b"pswpout": "system.paging.swap_out",
+               b"pgmajfault": "system.paging.major_faults"}
+
+    def __init__(self, root: str = "/proc") -> None:
+        self.meminfo = open_proc(f"{root}/meminfo", "memory")
+        try:
+            self.vmstat: Optional[ProcFile] = ProcFile(f"{root}/vmstat")
+        except OSError:
+            self.vmstat = None
+        self.deltas = Deltas()
+
+    def sample(self, now_ns: int) -> list:
+        values = {}
+        for line in self.meminfo.read().split(b"\n"):
+            key = line[:line.find(b":") + 1]
+            name = self._MEMINFO.get(key)
+            if name:
+                values[name] = int(line.split()[1]) * 1024
+        out = []
+        if "total" in values:
+            out.append(Reading("system.memory.limit", values["total"]))
+            if "available" in values:
+                out.append(Reading("system.memory.available", values["available"]))
+                out.append(Reading("system.memory.usage", values["total"] - values["available"]))
+        if "swap_total" in values and "swap_free" in values:
+            out.append(Reading("system.swap.usage", values["swap_total"] - values["swap_free"]))
+        if self.vmstat is not None:
+            for line in self.vmstat.read().split(b"\n"):
+                key, _, value = line.partition(b" ")
+                metric = self._VMSTAT.get(key)
+                if metric:
+                    rate = self.deltas.rate(key, int(value), now_ns)
+                    if rate is not None:
+                        out.append(Reading(metric, rate))
+        return out
+
+
+class DiskNet:
+    """``/proc/diskstats`` (whole disks, as listed in /sys/block, less loop and ram devices)
+    and ``/proc/net/dev`` (every interface but loopback): bytes per second.
+
+    * ``system.disk.io.read`` / ``system.disk.io.write``, ``system.disk.utilization`` (share
+      of the interval with I/O in flight, the busiest disk);
+    * ``system.network.io.receive`` / ``system.network.io.transmit``.
+    """
+
+    name = "host.io"
+    min_interval_s = 0.1
+
+    def __init__(self, root: str = "/proc", sys_root: str = "/sys") -> None:
+        self.diskstats = open_proc(f"{root}/diskstats", "disk I/O")
+        try:
+            self.netdev: Optional[ProcFile] = ProcFile(f"{root}/net/dev")
+        except OSError:
+            self.netdev = None
+        try:
+            disks = os.listdir(f"{sys_root}/block")
+        except OSError:
+            disks = []
+        self.disks = {d.encode() for d in disks if not d.startswith(("loop", "ram"))}
+        self.deltas = Deltas()
+
+    def sample(self, now_ns: int) -> list:
+        read = written = 0
+        busiest = None
+        for line in self.diskstats.read().split(b"\n"):
+            f = line.split()
+            if len(f) < 14 or (self.disks and f[2] not in self.disks):
+                continue
+            if not self.disks and f[2].startswith((b"loop", b"ram")):
+                continue
+            read += int(f[5]) * 512
+            written += int(f[9]) * 512
+            busy = self.deltas.delta((b"busy", f[2]), int(f[12]), now_ns)  # ms doing I/O
+            if busy is not None:
+                share = min(busy[0] / 1e3 / busy[1], 1.0)
+                busiest = share if busiest is None else max(busiest, share)
+        out = []
+        for metric, value in (("system.disk.io.read", read), ("system.disk.io.write", written)):
+            rate = self.deltas.rate(metric, value, now_ns)
+            if rate is not None:
+                out.append(Reading(metric, rate))
+        if busiest is not None:
+            out.append(Reading("system.disk.utilization", busiest))
+        if self.netdev is not None:
+            rx = tx = 0
+            for line in self.netdev.read().split(b"\n")[2:]:
+                name, _, rest = line.partition(b":")
+                f = rest.split()
+                if len(f) < 9 or name.strip() == b"lo":
+                    continue
+                rx += int(f[0])
+                tx += int(f[8])
+            for metric, value in (("system.network.io.receive", rx),
+                                  ("system.network.io.transmit", tx)):
+                rate = self.deltas.rate(metric, value, now_ns)
+                if rate is not None:
+                    out.append(Reading(metric, rate))
+        return out
+
+
+def host_sources(root: str = "/proc", per_core: bool = True) -> tuple:
+    """(sources that work here, [(name, reason)] of those that do not)."""
+    made, absent = [], []
+    for name, make in (("host.cpu", lambda: HostCPU(root, per_core)),
+                       ("host.pressure", lambda: Pressure(root)),
+                       ("host.memory", lambda: Memory(root)),
+                       ("host.io", lambda: DiskNet(root))):
+        try:
+            made.append(make())
+        except SourceUnavailable as e:
+            absent.append((name, str(e)))
+    return made, absent
