@@ -1,0 +1,217 @@
+"""The sampler: reads every source at a fixed rate and appends the readings to a sample file
+(``samples-<host>-<pid>-<ms>-collector.jsonl``, the format of docs/file-formats.md) beside the
+spans, as whole lines (O_APPEND, one write per round), so a crash loses at most the round in
+flight.
+
+It never stops because of a source: a source that raises is counted
+(``agentscope.collector.errors``, cumulative, per source) and tried again next round; a
+process that vanishes mid-sample is dropped from its tree. At start it writes
+``agentscope.collector.up`` per source (1 = reading, 0 = absent here: no zeros are written in
+an absent source's place); about once a second its own cost, ``agentscope.collector.cpu``
+(CPU seconds per second of the sampling thread), and the interval it runs at.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Iterable, Optional
+
+from .._log import log, log_once
+from ..formats import samplefile
+from ..records import SampleRecord
+from .base import Source
+
+SELF = "agentscope.collector"
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._" else "_" for c in text)[:64] or "host"
+
+
+class Sampler:
+    """Sample ``sources`` every ``interval_s`` into ``directory``; ``absent`` lists
+    (name, reason) of the sources that could not start here."""
+
+    def __init__(self, directory: "str | os.PathLike[str]", sources: Iterable[Source],
+                 absent: Iterable[tuple] = (), interval_s: float = 0.1,
+                 host: Optional[str] = None, tag: str = "collector") -> None:
+        self.directory = Path(directory)
+        self.sources = list(sources)
+        self.absent = list(absent)
+        self.interval_s = float(interval_s)
+        if not self.interval_s > 0:
+            raise ValueError(f"interval must be positive, got {interval_s}")
+        self.host = host or socket.gethostname()
+        self.pid = os.getpid()
+        self.path = self.directory / (f"{samplefile.FILE_PREFIX}{_safe(self.host)}-{self.pid}-"
+                                      f"{int(time.time() * 1000)}-{tag}{samplefile.FILE_SUFFIX}")
+        self.errors = {s.name: 0 for s in self.sources}
+        self.rounds = 0
+        self.samples = 0
+        self.write_errors = 0
+        self._next_due = {id(s): 0 for s in self.sources}
+        self._fd: Optional[int] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        self._cpu_mark: Optional[tuple] = None
+        self._last_self_ns = 0
+        self._started = False
+
+    # ---- one round ----------------------------------------------------------------------------
+    def tick(self, now_ns: Optional[int] = None) -> int:
+        """Read every source that is due and append the readings; returns how many."""
+        now = time.time_ns() if now_ns is None else now_ns
+        host = self.host
+        encode, record = samplefile.encode, SampleRecord
+        lines = []
+        if not self._started:
+            self._started = True
+            for s in self.sources:
+                lines.append(encode(record(now, host, None, s.name, None, f"{SELF}.up", 1.0)))
+            for name, reason in self.absent:
+                lines.append(encode(record(now, host, None, name, None, f"{SELF}.up", 0.0)))
+                log.info("agentscope collector: %s absent: %s", name, reason)
+        for s in self.sources:
+            key = id(s)
+            if now < self._next_due[key]:
+                continue
+            self._next_due[key] = now + int(getattr(s, "min_interval_s", 0) * 1e9) - 1000
+            try:
+                readings = s.sample(now)
+            except Exception as e:  # a source must never stop the sampler
+                self.errors[s.name] += 1
+                log_once(f"collector:{s.name}:{type(e).__name__}",
+                         "agentscope collector: %s failed (%s: %s); counted, retrying every "
+                         "round", s.name, type(e).__name__, e)
+                continue
+            name = s.name
+            for r in readings:
+                lines.append(encode(record(now if r.ts_ns is None else r.ts_ns, host, r.pid,
+                                           name, r.device, r.metric, r.value)))
+        if now - self._last_self_ns >= 1_000_000_000:
+            lines.extend(self._self_readings(now))
+        self.rounds += 1
+        self.samples += len(lines)
+        self._write("".join(lines))
+        return len(lines)
+
+    def _self_readings(self, now: int) -> list:
+        self._last_self_ns = now
+        out = []
+        encode, record, host = samplefile.encode, SampleRecord, self.host
+        cpu = time.thread_time()
+        if self._cpu_mark is not None:
+            c0, t0 = self._cpu_mark
+            if now > t0:
+                out.append(encode(record(now, host, self.pid, SELF, None, f"{SELF}.cpu",
+                                         (cpu - c0) / ((now - t0) / 1e9))))
+        self._cpu_mark = (cpu, now)
+        out.append(encode(record(now, host, self.pid, SELF, None, f"{SELF}.interval",
+                                 self.interval_s)))
+        for name, count in self.errors.items():
+            if count:
+                out.append(encode(record(now, host, self.pid, name, None, f"{SELF}.errors",
+                                         float(count))))
+        return out
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        data = text.encode("utf-8")
+        try:
+            if self._fd is None:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                                   0o644)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as e:
+            self.write_errors += 1
+            log_once("collector:write", "agentscope collector: cannot write %s (%s); samples "
+                     "are dropped", self.path, e)
+            self._close_fd()
+
+    # ---- running ------------------------------------------------------------------------------
+    def run(self, until: Optional[threading.Event] = None) -> None:
+        """Sample until ``until`` (or :meth:`stop`) is set, keeping to the interval's grid."""
+        stop = until or self._stop
+        period = self.interval_s
+        next_t = time.monotonic()
+        while not stop.is_set() and not self._stop.is_set():
+            with self._lock:
+                try:
+                    self.tick()
+                except Exception as e:  # the sampler must survive anything
+                    log_once(f"collector:round:{type(e).__name__}",
+                             "agentscope collector: sampling round failed (%r)", e)
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay < 0:  # fell behind (a slow source, a suspended VM): skip, don't burst
+                next_t = time.monotonic()
+                delay = 0
+            stop.wait(delay) if until is not None else self._stop.wait(delay)
+        with self._lock:
+            self.tick()  # a last round at the end, so the series covers the whole run
+
+    def start(self) -> "Sampler":
+        """Sample on a daemon thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self.run, name="agentscope-sampler",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop, take a last sample, close the file. Idempotent."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout_s)
+        for s in self.sources:
+            close = getattr(s, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # never raise while stopping
+                    pass
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+
+def default_sources(pid: Optional[int] = None, *, root: str = "/proc", per_core: bool = True,
+                    gpus: bool = True, nvml: object = None,
+                    model_servers: Iterable[str] = ()) -> tuple:
+    """The sources that work on this machine: (sources, [(name, reason) absent])."""
+    from .base import SourceUnavailable
+    from .gpu import NvidiaGPU
+    from .host import host_sources
+    from .modelserver import PrometheusEndpoint
+    from .proctree import ProcessTree
+
+    sources, absent = host_sources(root, per_core)
+    if pid is not None:
+        try:
+            sources.append(ProcessTree(pid, root))
+        except SourceUnavailable as e:
+            absent.append(("process.tree", str(e)))
+    if gpus:
+        try:
+            sources.append(NvidiaGPU(nvml))
+        except SourceUnavailable as e:
+            absent.append(("gpu.nvidia", str(e)))
+    for url in model_servers:
+        sources.append(PrometheusEndpoint(url))
+    return sources, absent
