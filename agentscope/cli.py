@@ -235,6 +235,175 @@ def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
         Console().print(table)
 
 
+_COLLECT_OPTIONS = [
+    click.option("--interval", type=float, default=0.1, show_default=True,
+                 help="Seconds between samples (0.1 = 10 Hz; 0.01 = 100 Hz)."),
+    click.option("--model-server", "model_servers", multiple=True, metavar="URL",
+                 help="Also scrape a vLLM/SGLang Prometheus endpoint, e.g. "
+                      "http://127.0.0.1:8000/metrics (repeatable)."),
+    click.option("--no-gpu", is_flag=True, help="Do not read NVIDIA GPUs (NVML)."),
+    click.option("--no-per-core", is_flag=True,
+                 help="Host CPU utilization in total only, not per core."),
+    click.option("--proc-root", default="/proc", show_default=True, metavar="DIR",
+                 help="Where /proc is (e.g. /host/proc in a container watching its host)."),
+]
+
+
+def _collect_options(f):
+    for option in reversed(_COLLECT_OPTIONS):
+        f = option(f)
+    return f
+
+
+def _sampler(out: str, pid: "int | None", interval: float, model_servers: tuple,
+             no_gpu: bool, no_per_core: bool, proc_root: str):
+    from .collectors import Sampler, default_sources
+
+    if not interval > 0:
+        raise click.UsageError("--interval must be positive")
+    sources, absent = default_sources(pid, root=proc_root, per_core=not no_per_core,
+                                      gpus=not no_gpu, model_servers=model_servers)
+    for name, reason in absent:
+        click.echo(f"agentscope: {name} absent: {reason}", err=True)
+    return Sampler(out, sources, absent, interval_s=interval)
+
+
+@main.command()
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=str), required=True,
+              help="Trace directory to write the sample files into.")
+@click.option("--pid", type=int, default=None,
+              help="Also watch this process and its descendants; stop when it exits.")
+@click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
+@_collect_options
+def collect(out: str, pid: "int | None", duration: "float | None", interval: float,
+            model_servers: tuple, no_gpu: bool, no_per_core: bool, proc_root: str) -> None:
+    """Sample host, process-tree, GPU and model-server counters until stopped (a sidecar).
+
+    Samples go to OUT/samples-<host>-<pid>-<ms>-collector.jsonl, beside the spans of the
+    agents writing there; `agentscope analyze OUT` joins them with the critical paths.
+    Stops on Ctrl-C / SIGTERM, after --duration, or when --pid exits.
+
+    \b
+    Examples:
+        agentscope collect --out traces/ --pid 4242
+        agentscope collect --out traces/ --interval 0.01 --model-server localhost:8000
+    """
+    import os
+    import signal
+    import threading
+    import time
+
+    sampler = _sampler(out, pid, interval, model_servers, no_gpu, no_per_core, proc_root)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    deadline = None if duration is None else time.monotonic() + duration
+
+    def watch() -> None:
+        while not stop.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                stop.set()
+            elif pid is not None and not _alive(pid):
+                stop.set()
+            stop.wait(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    click.echo(f"agentscope: sampling every {interval:g} s into {sampler.path} "
+               f"(sources: {', '.join(s.name for s in sampler.sources)})", err=True)
+    sampler.run(stop)
+    sampler.stop()
+    click.echo(f"agentscope: {sampler.samples} samples in {sampler.rounds} rounds "
+               f"(pid {os.getpid()})", err=True)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped) is not running
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return data[data.rfind(b")") + 2:][:1] != b"Z"
+    except OSError:
+        return True
+
+
+@main.command(context_settings={"ignore_unknown_options": True,
+                                "allow_interspersed_args": False})
+@click.option("--trace-dir", type=click.Path(file_okay=False, path_type=str), default="traces",
+              show_default=True, help="Where the program's spans and the samples go.")
+@_collect_options
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(trace_dir: str, command: tuple, interval: float, model_servers: tuple, no_gpu: bool,
+        no_per_core: bool, proc_root: str) -> None:
+    """Run COMMAND with tracing configured and its counters sampled.
+
+    The program finds the trace directory through AGENTSCOPE_TRACE_DIR (agentscope.init()
+    needs no argument), so an instrumented program needs no change. Signals (Ctrl-C,
+    SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2) are forwarded to it; the exit code is its exit code
+    (128 + N if it was killed by signal N); the samples are flushed before exiting.
+
+    \b
+    Examples:
+        agentscope run -- python my_agent.py --tasks 10
+        agentscope run --trace-dir traces/ --interval 0.01 -- ./run_agents.sh
+        agentscope analyze traces/
+    """
+    import os
+    import signal
+    import subprocess
+    import threading
+
+    env = dict(os.environ)
+    env["AGENTSCOPE_TRACE_DIR"] = os.path.abspath(trace_dir)
+    env["AGENTSCOPE_COLLECT"] = "0"  # sampled here, once: not again inside the program
+    os.makedirs(trace_dir, exist_ok=True)
+    try:
+        child = subprocess.Popen(list(command), env=env)
+    except OSError as e:
+        click.echo(f"agentscope run: cannot start {command[0]}: {e.strerror or e}", err=True)
+        sys.exit(127 if isinstance(e, FileNotFoundError) else 126)
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+                 signal.SIGUSR2)
+    for sig in forwarded:
+        signal.signal(sig, lambda signum, _frame: _forward(child, signum))
+    sampler = None
+    try:
+        sampler = _sampler(trace_dir, child.pid, interval, model_servers, no_gpu,
+                           no_per_core, proc_root)
+        stop = threading.Event()
+        thread = threading.Thread(target=sampler.run, args=(stop,), daemon=True)
+        thread.start()
+    except Exception as e:  # the program runs even if sampling cannot
+        click.echo(f"agentscope run: not sampling counters ({e})", err=True)
+        stop, thread = None, None
+    while True:
+        try:
+            code = child.wait()
+            break
+        except KeyboardInterrupt:  # forwarded already; keep waiting for the child
+            continue
+    if stop is not None:
+        stop.set()
+        thread.join(5.0)
+        sampler.stop()
+    for sig in forwarded:
+        signal.signal(sig, signal.SIG_DFL)
+    sys.exit(code if code >= 0 else 128 - code)
+
+
+def _forward(child, signum: int) -> None:
+    try:
+        child.send_signal(signum)
+    except (ProcessLookupError, OSError):
+        pass
+
+
 def _latest(samples: list, metric: str) -> float:
     """Sum over writer processes of each one's latest cumulative value of ``metric``."""
     latest: dict = {}

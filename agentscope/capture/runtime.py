@@ -99,6 +99,7 @@ class Runtime:
     tracer: Optional[trace.Tracer]  # the SDK tracer in sdk mode
     default_parent: Optional[trace.Span]  # the remote parent from TRACEPARENT, if any
     lean: bool = dataclasses.field(init=False)  # mode == "lean", read on every span
+    sampler: Any = None  # the counter sampler, with init(collect=...)
 
     def __post_init__(self) -> None:
         self.lean = self.mode == "lean"
@@ -115,7 +116,8 @@ class Runtime:
 def init(trace_dir: "str | os.PathLike[str] | None" = None, service: Optional[str] = None, *,
          flush_interval_s: Optional[float] = None, max_queue: Optional[int] = None,
          tracer_provider: Optional[trace.TracerProvider] = None,
-         propagate_threads: bool = True, propagate_subprocess: bool = True) -> Optional[Runtime]:
+         propagate_threads: bool = True, propagate_subprocess: bool = True,
+         collect: "bool | float" = False) -> Optional[Runtime]:
     """Start tracing into ``trace_dir``. Idempotent: a second call returns the first runtime.
 
     Environment variables override the arguments: ``AGENTSCOPE_TRACE_DIR``,
@@ -123,6 +125,10 @@ def init(trace_dir: "str | os.PathLike[str] | None" = None, service: Optional[st
     ``AGENTSCOPE_MAX_QUEUE``; ``AGENTSCOPE_DISABLED=1`` (or ``OTEL_SDK_DISABLED=true``) turns
     tracing off. ``TRACEPARENT``/``TRACESTATE`` make this process continue a parent's trace.
     Returns None when disabled.
+
+    ``collect=True`` (or a rate in Hz) also samples host, process-tree and GPU counters on a
+    daemon thread into the same directory (10 Hz by default; see agentscope.collectors).
+    ``AGENTSCOPE_COLLECT`` (``1`` or a rate) turns it on from the environment.
     """
     global _atexit_registered
     with _init_lock:
@@ -161,7 +167,36 @@ def init(trace_dir: "str | os.PathLike[str] | None" = None, service: Optional[st
             atexit.register(_at_exit)
             _atexit_registered = True
         state.active = rt
+        hz = _collect_rate(collect, os.environ.get("AGENTSCOPE_COLLECT"))
+        if hz:
+            rt.sampler = _start_sampler(config.trace_dir, hz)
         return rt
+
+
+def _collect_rate(collect: "bool | float", env: Optional[str]) -> float:
+    if env is not None and env.strip():
+        if env.strip().lower() in ("0", "false", "no", "off"):
+            return 0.0
+        try:
+            return float(env) if float(env) > 1 else 10.0
+        except ValueError:
+            return 10.0
+    if collect is True:
+        return 10.0
+    return float(collect) if collect else 0.0
+
+
+def _start_sampler(directory: Path, hz: float) -> Any:
+    """The in-process sampler (never lets a failure reach the application)."""
+    try:
+        from ..collectors import Sampler, default_sources
+
+        sources, absent = default_sources(pid=os.getpid())
+        return Sampler(directory, sources, absent, interval_s=1.0 / hz).start()
+    except Exception as e:
+        log_once("collect", "agentscope: cannot start the counter sampler (%r); spans are "
+                 "recorded without counters", e)
+        return None
 
 
 def shutdown(timeout_s: float = 5.0) -> None:
@@ -172,6 +207,11 @@ def shutdown(timeout_s: float = 5.0) -> None:
             return
         state.active = None
         children.enabled = False
+        if rt.sampler is not None:
+            try:
+                rt.sampler.stop(min(timeout_s, 2.0))
+            except Exception as e:  # never raise at shutdown
+                log_once("sampler-stop", "agentscope: error stopping the sampler (%r)", e)
         try:
             rt.writer.shutdown(timeout_s)
         except Exception as e:  # never raise at shutdown

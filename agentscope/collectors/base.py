@@ -45,6 +45,7 @@ class ProcFile:
     def __init__(self, path: str, size: int = 65536) -> None:
         self.path = path
         self.size = size
+        self.fd = -1
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
     def read(self) -> bytes:

@@ -119,8 +119,8 @@ class Memory:
 
     _MEMINFO = {b"MemTotal:": "total", b"MemAvailable:": "available",
                 b"SwapTotal:": "swap_total", b"SwapFree:": "swap_free"}
-    _VMSTAT = {b"pswpin": "system.paging.swap_in", b"pswpout": "system.paging.swap_out",
-               b"pgmajfault": "system.paging.major_faults"}
+    _VMSTAT = {b"pswpin ": "system.paging.swap_in", b"pswpout ": "system.paging.swap_out",
+               b"pgmajfault ": "system.paging.major_faults"}
 
     def __init__(self, root: str = "/proc") -> None:
         self.meminfo = open_proc(f"{root}/meminfo", "memory")
@@ -131,29 +131,45 @@ class Memory:
         self.deltas = Deltas()
 
     def sample(self, now_ns: int) -> list:
-        values = {}
-        for line in self.meminfo.read().split(b"\n"):
-            key = line[:line.find(b":") + 1]
-            name = self._MEMINFO.get(key)
-            if name:
-                values[name] = int(line.split()[1]) * 1024
+        text = self.meminfo.read()
+        values = {name: _field(text, key) for key, name in self._MEMINFO.items()}
         out = []
-        if "total" in values:
-            out.append(Reading("system.memory.limit", values["total"]))
-            if "available" in values:
-                out.append(Reading("system.memory.available", values["available"]))
-                out.append(Reading("system.memory.usage", values["total"] - values["available"]))
-        if "swap_total" in values and "swap_free" in values:
-            out.append(Reading("system.swap.usage", values["swap_total"] - values["swap_free"]))
+        total, available = values["total"], values["available"]
+        if total is not None:
+            out.append(Reading("system.memory.limit", total * 1024))
+            if available is not None:
+                out.append(Reading("system.memory.available", available * 1024))
+                out.append(Reading("system.memory.usage", (total - available) * 1024))
+        if values["swap_total"] is not None and values["swap_free"] is not None:
+            out.append(Reading("system.swap.usage",
+                               (values["swap_total"] - values["swap_free"]) * 1024))
         if self.vmstat is not None:
-            for line in self.vmstat.read().split(b"\n"):
-                key, _, value = line.partition(b" ")
-                metric = self._VMSTAT.get(key)
-                if metric:
-                    rate = self.deltas.rate(key, int(value), now_ns)
+            text = b"\n" + self.vmstat.read()
+            for key, metric in self._VMSTAT.items():
+                value = _field(text, key)
+                if value is not None:
+                    rate = self.deltas.rate(key, value, now_ns)
                     if rate is not None:
                         out.append(Reading(metric, rate))
         return out
+
+
+def _field(text: bytes, key: bytes) -> "int | None":
+    """The number after ``key`` at the start of a line of ``text`` (which starts with a
+    newline, or whose first line is not wanted)."""
+    i = text.find(b"\n" + key)
+    if i < 0:
+        i = 0 if text.startswith(key) else -1
+        if i < 0:
+            return None
+    else:
+        i += 1
+    j = text.find(b"\n", i)
+    parts = text[i + len(key):j if j >= 0 else len(text)].split()
+    try:
+        return int(parts[0])
+    except (IndexError, ValueError):
+        return None
 
 
 class DiskNet:

@@ -35,12 +35,14 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class _Member:
-    __slots__ = ("pid", "stat", "threads", "start", "last_total")
+    __slots__ = ("pid", "stat", "threads", "start", "last_total", "last_wait", "mark")
 
     def __init__(self, pid: int, stat: ProcFile, start: bytes) -> None:
         self.pid, self.stat, self.start = pid, stat, start
         self.threads: dict = {}  # tid -> ProcFile of its schedstat
         self.last_total = 0  # its own + reaped children's CPU ticks at the last sample
+        self.last_wait: "int | None" = None  # its threads' run-queue wait (ns), last sample
+        self.mark: "tuple | None" = None  # (ns, own ticks, wait ns, slices) at last emission
 
     def close(self) -> None:
         self.stat.close()
@@ -48,7 +50,7 @@ class _Member:
             f.close()
 
 
-def _stat_fields(data: bytes) -> list:
+def _stat_fields(data: bytes) -> list:  # noqa: D103
     # after the last ')' (the command name may hold spaces and parentheses): field 3 onwards
     return data[data.rfind(b")") + 2:].split()
 
@@ -89,7 +91,6 @@ class ProcessTree:
         m = self.members.pop(pid, None)
         if m is not None:
             m.close()
-            self.deltas.forget({k for k in self.deltas.keys() if k[1:] != (pid, m.start)})
 
     def _discover(self, now_ns: int) -> None:
         self._last_discover = now_ns
@@ -137,20 +138,21 @@ class ProcessTree:
         # plus all that members new since then have used
         used_ticks = 0
         rss = threads = faults = 0
-        waited = 0.0
+        waited_ns = 0
         vanished = False
         for pid, m in list(self.members.items()):
             try:
-                f = _stat_fields(m.stat.read())
+                data = m.stat.read()
+                f = data[data.rfind(b")") + 2:].split()
             except OSError:
-                f = []
+                f = ()
             if len(f) < 22 or f[19] != m.start:  # gone (or its pid reused)
                 self._drop(pid)
                 vanished = True
                 continue
             own = int(f[11]) + int(f[12])
             total = own + int(f[13]) + int(f[14])
-            used_ticks += max(total - m.last_total, 0)
+            used_ticks += total - m.last_total if total > m.last_total else 0
             m.last_total = total
             faults += int(f[9]) + int(f[10])
             p_rss = int(f[21]) * _PAGE
@@ -158,36 +160,40 @@ class ProcessTree:
             wait_ns = slices = 0
             for tid, sf in list(m.threads.items()):
                 try:
-                    s = sf.read().split()
-                    wait_ns += int(s[1])
-                    slices += int(s[2])
+                    st = sf.read().split()
+                    wait_ns += int(st[1])
+                    slices += int(st[2])
                 except (OSError, IndexError, ValueError):
                     m.threads.pop(tid).close()
             threads += len(m.threads)
-            key = (pid, m.start)
-            cpu = self.deltas.rate(("cpu",) + key, own / _TICK, now_ns)
-            wait = self.deltas.rate(("wait",) + key, wait_ns / 1e9, now_ns)
-            switches = self.deltas.rate(("sw",) + key, slices, now_ns)
-            if wait is not None:
-                waited += wait
+            if m.last_wait is not None and wait_ns >= m.last_wait:
+                waited_ns += wait_ns - m.last_wait
+            m.last_wait = wait_ns
             if per_process:
                 out.append(Reading("process.memory.rss", p_rss, None, pid))
-                for metric, v in (("process.cpu.utilization", cpu),
-                                  ("process.runqueue_wait", wait),
-                                  ("process.context_switches", switches)):
-                    if v is not None:
-                        out.append(Reading(metric, v, None, pid))
+                mark = m.mark
+                m.mark = (now_ns, own, wait_ns, slices)
+                if mark is not None and now_ns > mark[0]:
+                    dt = (now_ns - mark[0]) / 1e9
+                    out.append(Reading("process.cpu.utilization",
+                                       max(own - mark[1], 0) / _TICK / dt, None, pid))
+                    out.append(Reading("process.runqueue_wait",
+                                       max(wait_ns - mark[2], 0) / 1e9 / dt, None, pid))
+                    out.append(Reading("process.context_switches",
+                                       max(slices - mark[3], 0) / dt, None, pid))
         root = self.root_pid
-        if self._last_sample_ns is not None and now_ns > self._last_sample_ns:
-            out.append(Reading("agentscope.tree.cpu.utilization",
-                               used_ticks / _TICK / ((now_ns - self._last_sample_ns) / 1e9),
-                               None, root))
+        last = self._last_sample_ns
+        if last is not None and now_ns > last:
+            dt = (now_ns - last) / 1e9
+            out.append(Reading("agentscope.tree.cpu.utilization", used_ticks / _TICK / dt, None,
+                               root))
+            out.append(Reading("agentscope.tree.runqueue_wait", waited_ns / 1e9 / dt, None,
+                               root))
         self._last_sample_ns = now_ns
-        out.append(Reading("agentscope.tree.runqueue_wait", waited, None, root))
         out.append(Reading("agentscope.tree.memory.rss", rss, None, root))
         out.append(Reading("agentscope.tree.processes", len(self.members), None, root))
         out.append(Reading("agentscope.tree.threads", threads, None, root))
-        rate = self.deltas.rate(("faults",), faults, now_ns)
+        rate = self.deltas.rate("faults", faults, now_ns)
         if rate is not None:
             out.append(Reading("agentscope.tree.major_faults", rate, None, root))
         if vanished:
