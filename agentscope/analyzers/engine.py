@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .counters import adjust
 from .critical_path import walk_many
 from .evidence import CLASSES, IO, SpanFacts, classify, classify_columns
 from .tasks import SELF_TIME_STAGES, Analysis, LazySegments, Segment, TaskResult, gc_paused
@@ -40,15 +41,18 @@ class Sections(NamedTuple):
     confidence: np.ndarray
     shares: np.ndarray  # (n, 5)
     seq: np.ndarray  # position within its task
+    notes: Any = None  # per section: what the counters said (str) or None; None: no counters
 
 
-def analyze_columns(cols: dict) -> Analysis:
-    """Analyse the columns of ``store/sql/analysis_input.sql`` (lists, ordered by trace)."""
+def analyze_columns(cols: dict, counters: Any = None) -> Analysis:
+    """Analyse the columns of ``store/sql/analysis_input.sql`` (lists, ordered by trace).
+    ``counters(hosts, start, end)``, if given, returns the counters' means over sections
+    ({metric: array}, see analyzers/counters.py) and the verdicts take them into account."""
     with gc_paused():
-        return _analyze(cols)
+        return _analyze(cols, counters)
 
 
-def _analyze(cols: dict) -> Analysis:
+def _analyze(cols: dict, counters: Any = None) -> Analysis:
     stages = _as_list(cols["stage"])
     span_ids, names = cols["span_id"], cols["name"]
     trace_no = np.asarray(cols["trace_no"])
@@ -85,10 +89,26 @@ def _analyze(cols: dict) -> Analysis:
     sec_cls = np.where(is_gap, _IO, cls[row] if n else _IO)
     orchestrates = np.isin(np.asarray(stages, dtype=object), SELF_TIME_STAGES)
     sec_orch = ~is_gap & (orchestrates[row] if n else False)
-
-    # 3. per-task sums
     start = np.asarray(w.start, dtype=np.int64)
     end = np.asarray(w.end, dtype=np.int64)
+
+    # 2b. the counters over each section (host, GPU, model server), where there are any
+    notes = None
+    if counters is not None and len(span) and "host" in cols:
+        hosts = np.asarray(cols["host"], dtype=object)[row]
+        hosts[is_gap] = None
+        ev = counters(hosts, start, end)
+        if ev:
+            def col(name: str) -> np.ndarray:
+                return np.asarray(cols[name])[row] if name in cols else np.zeros(len(row))
+
+            inference = ~is_gap & (np.asarray(stages, dtype=object)[row] == "inference")
+            sec_shares, sec_conf, notes = adjust(
+                sec_shares, sec_conf, ev, inference, np.where(is_gap, 0, col("ivcsw")),
+                np.where(is_gap, 0, col("vcsw")), np.where(is_gap, 0, col("child_cpu_ns")))
+            sec_cls = np.where(is_gap, _IO, np.argmax(sec_shares, axis=1))
+
+    # 3. per-task sums
     length = (end - start).astype(np.float64)
     n_tasks = len(heads)
     totals = np.stack([np.bincount(task, length * sec_shares[:, c], n_tasks)
@@ -111,7 +131,7 @@ def _analyze(cols: dict) -> Analysis:
     first_cls = np.where(firsts < len(task), first_cls, _IO)
     bottleneck = np.where(duration > 0, bottleneck, first_cls)
     seq = np.arange(len(task)) - firsts[task] if len(task) else task
-    sections = Sections(task, span, start, end, sec_cls, sec_conf, sec_shares, seq)
+    sections = Sections(task, span, start, end, sec_cls, sec_conf, sec_shares, seq, notes)
 
     # 4. per-task results
     verdicts = _Verdicts(cols)
@@ -134,8 +154,16 @@ def _analyze(cols: dict) -> Analysis:
         for i, h in tops[t]:
             v = verdict(i)
             label = "(gap)" if i < 0 else (f"{names[i]} ({stages[i]})" if stages[i] else names[i])
+            cls, reason = v.cls, v.reason
+            if notes is not None:  # the counters may have changed its class: its longest section
+                k = max((k for k in range(a, b) if span[k] == i),
+                        key=lambda k: end[k] - start[k], default=None)
+                if k is not None:
+                    cls = CLASSES[sec_cls[k]]
+                    if notes[k]:
+                        reason = f"{reason}; {notes[k]}"
             evidence.append(f"{label}: {h / 1e9:.3g} s on the critical path "
-                            f"({h / dur if dur else 0.0:.0%}), {v.cls}: {v.reason}")
+                            f"({h / dur if dur else 0.0:.0%}), {cls}: {reason}")
         tasks.append(TaskResult(
             trace_id, _py(names[root]), lane, service, t_start, dur, bottleneck_l[t],
             conf_l[t], dict(zip(CLASSES, share_rows[t])), evidence,
@@ -223,11 +251,17 @@ def _segment_builder(sections: Sections, a: int, b: int, span_ids: Any, names: A
         starts, ends = sections.start[a:b].tolist(), sections.end[a:b].tolist()
         conf = sections.confidence[a:b].tolist()
         cls = sections.cls[a:b].tolist()
+        notes = sections.notes[a:b] if sections.notes is not None else [None] * (b - a)
         out = []
-        for i, s0, e0, k, c in zip(rows, starts, ends, cls, conf):
+        for j, (i, s0, e0, k, c, note) in enumerate(zip(rows, starts, ends, cls, conf, notes)):
             v = done[i]
+            shares, reason = v.shares, v.reason
+            if sections.notes is not None:  # counters: the section's own shares
+                shares = {x: float(y) for x, y in zip(CLASSES, sections.shares[a + j]) if y}
+                if note:
+                    reason = f"{reason}; {note}"
             out.append(Segment(
                 span_ids[i] if i >= 0 else None, names[i] if i >= 0 else "(gap)",
-                stages[i] if i >= 0 else None, s0, e0, CLASSES[k], v.shares, c, v.reason))
+                stages[i] if i >= 0 else None, s0, e0, CLASSES[k], shares, c, reason))
         return out
     return build

@@ -13,10 +13,19 @@ from .tasks import Analysis, gc_paused
 
 
 def analyze_store(store: Store, save: bool = True) -> Analysis:
+    """Analyse everything in the store; with ``save``, replace the tasks/critical_path views.
+    Counter samples in the store (agentscope.collectors) join each critical-path section."""
+    from .counters import gpu_idle, section_counters
+
     with gc_paused():
-        analysis = analyze_columns(fetch_columns(store))
+        analysis = analyze_columns(
+            fetch_columns(store),
+            counters=lambda hosts, start, end: section_counters(store.con, hosts, start, end))
         if save:
             store.save_analysis(_task_rows(analysis), _section_rows(analysis))
+            gpu = gpu_idle(store.con)
+            if gpu:
+                analysis.summary["gpu"] = gpu
     return analysis
 
 

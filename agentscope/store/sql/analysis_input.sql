@@ -18,7 +18,7 @@ WITH base AS (
         row_number() OVER (ORDER BY trace_id, start_ns, span_id) - 1 AS idx,
         dense_rank() OVER (ORDER BY trace_id) AS trace_no,
         trace_id, span_id, parent_span_id, name, stage, kind, start_ns, end_ns, pid, tid,
-        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, attrs, service
+        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, attrs, service, host
     FROM spans
 ),
 linked AS (
@@ -78,6 +78,8 @@ SELECT s.idx, s.trace_no,
     coalesce(s.a[5] = 'loop', false) AS loop,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.a[6] END AS lane,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service,
+    -- for the counters of the span's host; context switches of its thread (not netted)
+    s.host, coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw,
     s.parent_idx
 FROM attributed s
 LEFT JOIN kid k ON k.idx = s.idx

@@ -1,0 +1,222 @@
+"""Counter evidence: the host's, GPU's and model server's counters over each critical-path
+section (joined in DuckDB, store/sql/section_counters.sql), and how they change a verdict.
+
+Span evidence says how much of a section its thread spent on the CPU; the rest is waiting,
+and the span alone cannot say on what. The counters over the same interval can:
+
+* **CPU contention**: the host's CPU was saturated (PSI ``cpu some``, or more runnable tasks
+  than cores) and the span's thread was runnable rather than blocked (it was preempted more
+  often than it blocked, or it waited on child processes while the agent's process tree had
+  threads waiting in the run queue): that waiting is ``cpu``, up to the share of time runnable
+  work waited on the host;
+* **memory**: PSI ``memory some`` (tasks stalled on reclaim, swap-in, refaults): that share of
+  the waiting is ``memory``;
+* **GPU**, for an ``inference``: the GPUs of its host busy (≥ 50 %) make its waiting ``gpu``;
+  idle (< 10 %) make it ``queue`` when the model server had requests waiting, else ``io``
+  (waiting on something that is not this GPU); in between it is split by utilization. A KV
+  cache near full (≥ 90 %) with preemptions makes it ``memory``.
+
+A section without counters keeps the span-based verdict. Every change adds its reason, with
+the numbers, to the section's evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from .evidence import CLASSES, CPU, GPU, IO, MEMORY, QUEUE
+
+CORES = "system.cpu.logical.count"
+RUN_QUEUE = "system.cpu.run_queue"
+PSI_CPU = "system.pressure.cpu.some"
+PSI_MEMORY = "system.pressure.memory.some"
+PSI_IO = "system.pressure.io.some"
+SWAP_IN = "system.paging.swap_in"
+HOST_FAULTS = "system.paging.major_faults"
+HOST_CPU = "system.cpu.utilization"
+TREE_WAIT = "agentscope.tree.runqueue_wait"
+GPU_UTIL = "hw.gpu.utilization"
+KV_CACHE = "model_server.kv_cache.usage"
+PREEMPTIONS = "model_server.preemptions"
+SERVER_WAITING = "model_server.requests.waiting"
+METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, PSI_IO, SWAP_IN, HOST_FAULTS, HOST_CPU,
+           TREE_WAIT, GPU_UTIL, KV_CACHE, PREEMPTIONS, SERVER_WAITING)
+
+CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
+MEMORY_PRESSURE = 0.05
+GPU_BUSY, GPU_IDLE = 0.5, 0.1
+KV_FULL = 0.9
+
+_K = {c: i for i, c in enumerate(CLASSES)}
+
+
+def section_counters(con: Any, hosts: Any, start: Any, end: Any) -> dict:
+    """The wanted counters' means over each section: {metric: float array, NaN = none}.
+    ``hosts``: the host of each section (None: unknown)."""
+    from ..store.duckdb_store import sql
+
+    n = len(start)
+    out: dict = {}
+    if not n:
+        return out
+    has = con.execute("SELECT count(*) FROM samples WHERE metric IN (SELECT unnest(?))",
+                      [list(METRICS)]).fetchall()[0][0]
+    if not has:
+        return out
+    hosts = np.asarray(hosts, dtype=object)
+    keep = np.flatnonzero(np.not_equal(hosts, None))
+    if not len(keep):
+        return out
+    con.register("sections", {"sec_id": keep.astype(np.int64),
+                              "host": hosts[keep],
+                              "a": np.asarray(start, dtype=np.int64)[keep],
+                              "b": np.asarray(end, dtype=np.int64)[keep]})
+    try:
+        query = sql("section_counters.sql").format(
+            metrics=", ".join(f"'{m}'" for m in METRICS))
+        got = con.execute(query).fetchnumpy()
+    finally:
+        con.unregister("sections")
+    ids = np.asarray(got["sec_id"], dtype=np.int64)
+    metrics = np.asarray(got["metric"], dtype=object)
+    means = np.asarray(got["mean"], dtype=np.float64)
+    for m in np.unique(metrics).tolist() if len(metrics) else []:
+        col = np.full(n, np.nan)
+        sel = metrics == m
+        col[ids[sel]] = means[sel]
+        out[m] = col
+    return out
+
+
+def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.ndarray,
+           ivcsw: np.ndarray, vcsw: np.ndarray, child_cpu: np.ndarray) -> tuple:
+    """Section shares and confidences changed by the counters ``ev`` (see the module
+    docstring); returns (shares, confidence, notes), notes an object array of str or None."""
+    n = len(shares)
+    shares = shares.copy()
+    confidence = confidence.copy()
+    notes: list = [[] for _ in range(n)] if n else []
+    nan = np.full(n, np.nan)
+
+    def get(m: str) -> np.ndarray:
+        return ev.get(m, nan)
+
+    cpu_k, io_k, gpu_k, mem_k, q_k = _K[CPU], _K[IO], _K[GPU], _K[MEMORY], _K[QUEUE]
+
+    # 1. CPU contention: the waiting part of a runnable thread
+    cores, runq, psi, tree = get(CORES), get(RUN_QUEUE), get(PSI_CPU), get(TREE_WAIT)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        over = np.where((cores > 0) & (runq > cores), (runq - cores) / runq, 0.0)
+        over = np.where(np.isnan(runq) | np.isnan(cores), np.nan, over)
+    contention = np.fmax(psi, over)  # NaN only where both are unknown
+    runnable = (ivcsw > vcsw) | ((child_cpu > 0) & (np.nan_to_num(tree) >= CONTENTION))
+    waiting = shares[:, io_k]
+    move = np.where(runnable & (np.nan_to_num(contention) >= CONTENTION),
+                    np.minimum(waiting, np.nan_to_num(contention) * (1 - shares[:, q_k])), 0.0)
+    for i in np.flatnonzero(move > 1e-6).tolist():
+        why = []
+        if not np.isnan(psi[i]):
+            why.append(f"PSI cpu {psi[i]:.0%}")
+        if not np.isnan(runq[i]):
+            why.append(f"run queue {runq[i]:.1f} on {cores[i]:.0f} cores")
+        thread = (f"thread preempted {int(ivcsw[i])}x, blocked {int(vcsw[i])}x"
+                  if ivcsw[i] > vcsw[i] else
+                  f"agent's processes waiting for a CPU {tree[i]:.2f} threads on average")
+        notes[i].append(f"host CPU saturated ({', '.join(why)}; {thread}): "
+                        f"its off-CPU time was runnable work waiting for a CPU ({move[i]:.0%} of the section)")
+    shares[:, cpu_k] += move
+    shares[:, io_k] -= move
+    confidence = np.where(move > 1e-6, np.maximum(confidence, 0.7), confidence)
+
+    # 2. memory pressure: that share of what is still waiting
+    psi_mem = get(PSI_MEMORY)
+    waiting = shares[:, io_k]
+    move = np.where(np.nan_to_num(psi_mem) >= MEMORY_PRESSURE,
+                    np.minimum(waiting, np.nan_to_num(psi_mem)), 0.0)
+    swap, faults = get(SWAP_IN), get(HOST_FAULTS)
+    for i in np.flatnonzero(move > 1e-6).tolist():
+        extra = ""
+        if not np.isnan(swap[i]) and swap[i] > 0:
+            extra += f", {swap[i]:.0f} pages/s swapped in"
+        if not np.isnan(faults[i]) and faults[i] > 0:
+            extra += f", {faults[i]:.0f} major faults/s"
+        notes[i].append(f"memory pressure (PSI memory {psi_mem[i]:.0%}{extra})")
+    shares[:, mem_k] += move
+    shares[:, io_k] -= move
+    confidence = np.where(move > 1e-6, np.maximum(confidence, 0.7), confidence)
+
+    # 3. inferences: what the GPU and the model server were doing while they waited
+    util, kv, pre, queued = get(GPU_UTIL), get(KV_CACHE), get(PREEMPTIONS), get(SERVER_WAITING)
+    known = inference & ~np.isnan(util)
+    waiting = shares[:, io_k] + shares[:, gpu_k]
+    kv_full = inference & (np.nan_to_num(kv) >= KV_FULL) & (np.nan_to_num(pre) > 0)
+    busy = known & (util >= GPU_BUSY) & ~kv_full
+    idle = known & (util < GPU_IDLE) & ~kv_full
+    mid = known & ~busy & ~idle & ~kv_full
+    queued_idle = idle & (np.nan_to_num(queued) > 0)
+    new_gpu = np.where(busy, waiting, np.where(mid, waiting * np.nan_to_num(util),
+                                               np.where(idle | kv_full, 0.0, shares[:, gpu_k])))
+    new_io = np.where(busy | queued_idle | kv_full, 0.0,
+                      np.where(mid, waiting - new_gpu,
+                               np.where(idle, waiting, shares[:, io_k])))
+    shares[:, q_k] += np.where(queued_idle, waiting, 0.0)
+    shares[:, mem_k] += np.where(kv_full, waiting, 0.0)
+    shares[:, gpu_k] = new_gpu
+    shares[:, io_k] = new_io
+    for i in np.flatnonzero(known | kv_full).tolist():
+        if kv_full[i]:
+            notes[i].append(f"model server KV cache {kv[i]:.0%} full, {pre[i]:.2g} "
+                            "preemptions/s")
+        elif busy[i]:
+            notes[i].append(f"GPU busy {util[i]:.0%} while it waited")
+        elif queued_idle[i]:
+            notes[i].append(f"GPU idle ({util[i]:.0%}) with {queued[i]:.1f} requests "
+                            "waiting at the model server")
+        elif idle[i]:
+            notes[i].append(f"GPU idle ({util[i]:.0%}) while it waited: not this host's GPU")
+        else:
+            notes[i].append(f"GPU {util[i]:.0%} busy while it waited")
+    confidence = np.where(busy | idle | kv_full, np.maximum(confidence, 0.8),
+                          np.where(mid, np.maximum(confidence, 0.6), confidence))
+    # 4. waiting that the counters leave unexplained: say that they rule contention out
+    io_left = shares[:, io_k]
+    calm = (io_left > 0.2) & ~np.isnan(contention) & (np.nan_to_num(contention) < CONTENTION)
+    for i in np.flatnonzero(calm).tolist():
+        if notes[i]:
+            continue
+        parts = []
+        if not np.isnan(psi[i]):
+            parts.append(f"PSI cpu {psi[i]:.0%}")
+        if not np.isnan(runq[i]) and not np.isnan(cores[i]):
+            parts.append(f"run queue {runq[i]:.1f} on {cores[i]:.0f} cores")
+        if not np.isnan(psi_mem[i]):
+            parts.append(f"PSI memory {psi_mem[i]:.0%}")
+        notes[i].append(f"host not saturated meanwhile ({', '.join(parts)}): waiting outside "
+                        "the host's CPU and memory")
+    confidence = np.where(calm & ~inference, np.maximum(confidence, 0.8), confidence)
+
+    np.clip(shares, 0.0, 1.0, out=shares)
+    out_notes = np.empty(n, dtype=object)
+    for i, ns in enumerate(notes):
+        out_notes[i] = "; ".join(ns) if ns else None
+    return shares, confidence, out_notes
+
+
+def gpu_idle(con: Any) -> Optional[dict]:
+    """Per GPU: busy share over the analysed tasks' time, idle share (< 5 %), and what the
+    critical paths were doing while it was idle (share of their time, by stage and class)."""
+    from ..store.duckdb_store import sql
+
+    rows = con.execute(sql("gpu_idle.sql")).fetchall()
+    if not rows:
+        return None
+    out: dict = {}
+    for host, device, busy, idle, measured_s, stage, cls, share in rows:
+        d = out.setdefault(f"{device}@{host}", {"busy": round(busy, 4), "idle": round(idle, 4),
+                                                "measured_s": round(measured_s, 3),
+                                                "idle_while": {}})
+        if stage is not None or cls is not None:
+            d["idle_while"][f"{stage or 'gap'} {cls}"] = round(share, 4)
+    return out

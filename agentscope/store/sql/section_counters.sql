@@ -1,0 +1,52 @@
+-- The host's counters over each critical-path section: for every section (a registered table
+-- `sections(sec_id, host, a, b)`, times in ns) and every series of one of the wanted metrics
+-- ({metrics}) on the same host, the time-weighted mean of the series over the section.
+--
+-- A sample describes the interval since the previous sample of its series (rates and
+-- utilizations are measured over it), so a series is a step function holding each value
+-- back to the previous timestamp. With I(t) its integral, the mean over [a, b] is
+-- (I(b) - I(a)) / (b - a), and I(t) = I_k - v_k * (ts_k - t) for the first sample k with
+-- ts_k >= t: two ASOF joins per section and series. Sections are clipped to the series'
+-- span; a section less than half covered gets no value (absent, not zero).
+-- Several series of one metric on a host (GPUs, process trees, model servers) give one value:
+-- the highest mean.
+WITH s AS (
+    SELECT host, metric, coalesce(device, '') AS device, coalesce(pid, -1) AS pid,
+           ts_ns AS ts, value
+    FROM samples
+    WHERE metric IN ({metrics}) AND value IS NOT NULL AND NOT isnan(value) AND host IS NOT NULL
+),
+stepped AS (
+    SELECT *, ts - lag(ts) OVER (PARTITION BY host, metric, device, pid ORDER BY ts) AS dt
+    FROM s
+),
+series AS (
+    SELECT dense_rank() OVER (ORDER BY host, metric, device, pid) AS sid, host, metric, ts,
+           value,
+           sum(coalesce(dt, 0) * value) OVER (PARTITION BY host, metric, device, pid
+                                              ORDER BY ts ROWS UNBOUNDED PRECEDING) AS integral,
+           min(ts) OVER (PARTITION BY host, metric, device, pid) AS first_ts,
+           max(ts) OVER (PARTITION BY host, metric, device, pid) AS last_ts
+    FROM stepped
+),
+spans_of AS (SELECT DISTINCT sid, host, metric, first_ts, last_ts FROM series),
+probes AS (
+    SELECT x.sec_id, p.sid, p.metric, x.a, x.b,
+           greatest(x.a, p.first_ts) AS a2, least(x.b, p.last_ts) AS b2
+    FROM sections x JOIN spans_of p ON p.host = x.host
+    WHERE x.b > x.a
+),
+covered AS (SELECT * FROM probes WHERE b2 > a2 AND (b2 - a2) * 2 >= (b - a)),
+at_a AS (
+    SELECT c.sec_id, c.sid, c.metric, c.a2, c.b2,
+           r.integral - r.value * (r.ts - c.a2) AS ia
+    FROM covered c ASOF JOIN series r ON r.sid = c.sid AND r.ts >= c.a2
+),
+at_b AS (
+    SELECT c.sec_id, c.sid, c.metric, c.a2, c.b2, c.ia,
+           r.integral - r.value * (r.ts - c.b2) AS ib
+    FROM at_a c ASOF JOIN series r ON r.sid = c.sid AND r.ts >= c.b2
+)
+SELECT sec_id, metric, max((ib - ia) / (b2 - a2)) AS mean
+FROM at_b
+GROUP BY sec_id, metric
