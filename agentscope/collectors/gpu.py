@@ -72,9 +72,8 @@ class NvidiaGPU:
         for i, (h, dev) in enumerate(zip(self.handles, self.devices)):
             rates = self._call(dev, "utilization", n.nvmlDeviceGetUtilizationRates, h)
             history = self._history(i, h, dev, now_ns)
-            if history:
-                out.extend(history)
-            elif rates is not None:
+            out.extend(history)
+            if (dev, "samples") in self.unsupported and rates is not None:
                 out.append(Reading("hw.gpu.utilization", rates.gpu / 100.0, dev))
             if rates is not None:
                 out.append(Reading("hw.gpu.memory.utilization", rates.memory / 100.0, dev))

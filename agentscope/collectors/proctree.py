@@ -35,12 +35,15 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class _Member:
-    __slots__ = ("pid", "stat", "threads", "start", "last_total", "last_wait", "mark")
+    __slots__ = ("pid", "stat", "threads", "start", "last_own", "last_reaped", "last_wait",
+                 "mark", "ppid")
 
     def __init__(self, pid: int, stat: ProcFile, start: bytes) -> None:
         self.pid, self.stat, self.start = pid, stat, start
         self.threads: dict = {}  # tid -> ProcFile of its schedstat
-        self.last_total = 0  # its own + reaped children's CPU ticks at the last sample
+        self.last_own = 0  # its own CPU ticks at the last sample
+        self.last_reaped = 0  # CPU ticks of the children it reaped (cutime + cstime), same
+        self.ppid = 0
         self.last_wait: "int | None" = None  # its threads' run-queue wait (ns), last sample
         self.mark: "tuple | None" = None  # (ns, own ticks, wait ns, slices) at last emission
 
@@ -69,8 +72,9 @@ class ProcessTree:
         self.members: dict = {}
         self.deltas = Deltas()
         self._last_discover = 0
-        self._last_per_process = 0
+        self._last_per_process: Optional[int] = None
         self._last_sample_ns: Optional[int] = None
+        self._credit: dict = {}  # parent pid -> CPU ticks of its gone children already counted
         if self._add(self.root_pid) is None:
             raise SourceUnavailable(f"process tree: no process {self.root_pid} "
                                     f"(or {root}/{self.root_pid} is not readable)")
@@ -91,6 +95,11 @@ class ProcessTree:
         m = self.members.pop(pid, None)
         if m is not None:
             m.close()
+            # what it used is counted already: when its parent reaps it, the parent's cutime
+            # grows by all of it, and only the part we had not seen is new
+            if m.ppid in self.members:
+                self._credit[m.ppid] = self._credit.get(m.ppid, 0) + m.last_own + m.last_reaped
+            self._credit.pop(pid, None)
 
     def _discover(self, now_ns: int) -> None:
         self._last_discover = now_ns
@@ -128,18 +137,20 @@ class ProcessTree:
     def sample(self, now_ns: int) -> list:
         if now_ns - self._last_discover >= self.discover_interval_ns:
             self._discover(now_ns)
-        per_process = self.per_process_ns is not None and \
-            now_ns - self._last_per_process >= self.per_process_ns
+        per_process = self.per_process_ns is not None and (
+            self._last_per_process is None
+            or now_ns - self._last_per_process >= self.per_process_ns)
         if per_process:
             self._last_per_process = now_ns
         out = []
-        # tree CPU over the interval: what members seen last time used since then (own +
-        # children they reaped: a member that exits moves its CPU into its parent's cutime),
-        # plus all that members new since then have used
+        # tree CPU over the interval: what members used since the last sample (all of it for
+        # new members), plus what their reaped children used that we had not seen (a member
+        # that exits moves its CPU into its parent's cutime: see _drop)
         used_ticks = 0
         rss = threads = faults = 0
         waited_ns = 0
         vanished = False
+        alive = []
         for pid, m in list(self.members.items()):
             try:
                 data = m.stat.read()
@@ -147,13 +158,24 @@ class ProcessTree:
             except OSError:
                 f = ()
             if len(f) < 22 or f[19] != m.start:  # gone (or its pid reused)
-                self._drop(pid)
                 vanished = True
                 continue
+            alive.append((pid, m, f))
+        if vanished:  # dropped first: their parents' cutime may already include them
+            for pid in set(self.members) - {pid for pid, _, _ in alive}:
+                self._drop(pid)
+        for pid, m, f in alive:
             own = int(f[11]) + int(f[12])
-            total = own + int(f[13]) + int(f[14])
-            used_ticks += total - m.last_total if total > m.last_total else 0
-            m.last_total = total
+            reaped = int(f[13]) + int(f[14])
+            m.ppid = int(f[1])
+            used_ticks += max(own - m.last_own, 0)
+            grown = max(reaped - m.last_reaped, 0)
+            if grown and pid in self._credit:
+                take = min(grown, self._credit[pid])
+                self._credit[pid] -= take
+                grown -= take
+            used_ticks += grown
+            m.last_own, m.last_reaped = own, reaped
             faults += int(f[9]) + int(f[10])
             p_rss = int(f[21]) * _PAGE
             rss += p_rss

@@ -63,8 +63,9 @@ class Sampler:
         self._started = False
 
     # ---- one round ----------------------------------------------------------------------------
-    def tick(self, now_ns: Optional[int] = None) -> int:
-        """Read every source that is due and append the readings; returns how many."""
+    def tick(self, now_ns: Optional[int] = None, final: bool = False) -> int:
+        """Read every source that is due and append the readings; returns how many.
+        ``final``: the last round, which also writes the sampler's own figures."""
         now = time.time_ns() if now_ns is None else now_ns
         host = self.host
         encode, record = samplefile.encode, SampleRecord
@@ -93,7 +94,7 @@ class Sampler:
             for r in readings:
                 lines.append(encode(record(now if r.ts_ns is None else r.ts_ns, host, r.pid,
                                            name, r.device, r.metric, r.value)))
-        if now - self._last_self_ns >= 1_000_000_000:
+        if final or now - self._last_self_ns >= 1_000_000_000:
             lines.extend(self._self_readings(now))
         self.rounds += 1
         self.samples += len(lines)
@@ -157,7 +158,10 @@ class Sampler:
                 delay = 0
             stop.wait(delay) if until is not None else self._stop.wait(delay)
         with self._lock:
-            self.tick()  # a last round at the end, so the series covers the whole run
+            try:
+                self.tick(final=True)  # a last round, so the series covers the whole run
+            except Exception as e:
+                log_once("collector:final", "agentscope collector: last round failed (%r)", e)
 
     def start(self) -> "Sampler":
         """Sample on a daemon thread."""

@@ -1,0 +1,447 @@
+"""Collectors: sources on recorded /proc files and recorded NVML answers, the model-server
+scrape, the sampler's survival, and `agentscope run` / `agentscope collect` with real children."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from agentscope.collectors import Sampler, SourceUnavailable, default_sources
+from agentscope.collectors.gpu import NvidiaGPU
+from agentscope.collectors.host import DiskNet, HostCPU, Memory, Pressure, host_sources
+from agentscope.collectors.modelserver import PrometheusEndpoint, parse_text
+from agentscope.collectors.proctree import ProcessTree
+from agentscope.formats import samplefile
+
+S = 1_000_000_000
+
+
+def _proc(root: Path, files: dict) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+
+
+def _by_metric(readings) -> dict:
+    return {(r.metric, r.device): r.value for r in readings}
+
+
+# ---- host sources on recorded files -----------------------------------------------------------
+STAT_1 = """
+cpu  100 0 100 700 100 0 0 0 0 0
+cpu0 50 0 50 350 50 0 0 0 0 0
+cpu1 50 0 50 350 50 0 0 0 0 0
+intr 1 2 3
+procs_running 5
+procs_blocked 1
+"""
+STAT_2 = """
+cpu  250 0 150 800 100 0 0 0 0 0
+cpu0 150 0 50 350 50 0 0 0 0 0
+cpu1 100 0 100 450 50 0 0 0 0 0
+procs_running 3
+procs_blocked 0
+"""
+
+
+def test_host_cpu_on_recorded_proc_stat(tmp_path):
+    _proc(tmp_path, {"stat": STAT_1, "loadavg": "3.50 2.00 1.00 4/300 999\n"})
+    src = HostCPU(str(tmp_path))
+    first = _by_metric(src.sample(0))
+    assert ("system.cpu.utilization", None) not in first  # a rate needs two samples
+    assert first[("system.cpu.run_queue", None)] == 4  # procs_running less the sampler itself
+    assert first[("system.cpu.logical.count", None)] == 2
+    assert first[("system.cpu.load_average.1m", None)] == 3.5
+    _proc(tmp_path, {"stat": STAT_2})
+    second = _by_metric(src.sample(S))
+    # all cores: 200 busy + 100 idle jiffies more -> 2/3 busy; cpu0 all busy; cpu1 half
+    assert second[("system.cpu.utilization", None)] == pytest.approx(2 / 3)
+    assert second[("system.cpu.utilization", "cpu0")] == pytest.approx(1.0)
+    assert second[("system.cpu.utilization", "cpu1")] == pytest.approx(0.5)
+    assert second[("system.processes.blocked", None)] == 0
+
+
+def test_pressure_is_computed_per_interval_from_the_totals(tmp_path):
+    line = "some avg10=9.99 avg60=0.00 avg300=0.00 total={}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total={}\n"
+    _proc(tmp_path, {f"pressure/{r}": line.format(1000, 0) for r in ("cpu", "memory", "io")})
+    src = Pressure(str(tmp_path))
+    assert src.sample(0) == []
+    _proc(tmp_path, {"pressure/cpu": line.format(1000 + 250_000, 0),  # 0.25 s stalled in 0.5 s
+                     "pressure/memory": line.format(1000, 0),
+                     "pressure/io": line.format(1000 + 500_000, 100_000)})
+    got = _by_metric(src.sample(S // 2))
+    assert got[("system.pressure.cpu.some", None)] == pytest.approx(0.5)  # not avg10's 9.99 %
+    assert got[("system.pressure.memory.some", None)] == 0.0
+    assert got[("system.pressure.io.some", None)] == pytest.approx(1.0)
+    assert got[("system.pressure.io.full", None)] == pytest.approx(0.2)
+
+
+def test_pressure_absent_where_the_kernel_has_no_psi(tmp_path):
+    _proc(tmp_path, {"stat": STAT_1, "meminfo": "MemTotal: 1 kB\n", "diskstats": ""})
+    with pytest.raises(SourceUnavailable, match="pressure"):
+        Pressure(str(tmp_path))
+    made, absent = host_sources(str(tmp_path))
+    assert "host.pressure" in [name for name, _ in absent]
+    assert "host.cpu" in [s.name for s in made]
+
+
+def test_memory_and_paging_rates(tmp_path):
+    meminfo = "MemTotal:  1000 kB\nMemFree:  100 kB\nMemAvailable:  400 kB\nSwapTotal:  50 kB\nSwapFree:  20 kB\n"
+    _proc(tmp_path, {"meminfo": meminfo, "vmstat": "nr_free_pages 1\npswpin 10\npswpout 0\npgmajfault 100\n"})
+    src = Memory(str(tmp_path))
+    first = _by_metric(src.sample(0))
+    assert first[("system.memory.usage", None)] == 600 * 1024
+    assert first[("system.memory.available", None)] == 400 * 1024
+    assert first[("system.swap.usage", None)] == 30 * 1024
+    _proc(tmp_path, {"vmstat": "nr_free_pages 1\npswpin 30\npswpout 5\npgmajfault 300\n"})
+    got = _by_metric(src.sample(2 * S))
+    assert got[("system.paging.swap_in", None)] == 10  # pages per second
+    assert got[("system.paging.swap_out", None)] == 2.5
+    assert got[("system.paging.major_faults", None)] == 100
+
+
+def test_disk_and_network_rates(tmp_path):
+    disk = "   8       0 vda {r} 0 {rs} 0 {w} 0 {ws} 0 0 {busy} 0 0 0 0 0 0 0\n   7       0 loop0 1 0 999999 0 1 0 999999 0 0 0 0\n"
+    net = ("Inter-| Receive | Transmit\n face |bytes packets\n"
+           "    lo: 999999 1 0 0 0 0 0 0 999999 1 0 0 0 0 0 0\n"
+           "  eth0: {rx} 1 0 0 0 0 0 0 {tx} 1 0 0 0 0 0 0\n")
+    _proc(tmp_path, {"diskstats": disk.format(r=1, rs=0, w=1, ws=0, busy=0),
+                     "net/dev": net.format(rx=0, tx=0), "sys/block/vda/size": "1",
+                     "sys/block/loop0/size": "1"})
+    src = DiskNet(str(tmp_path), str(tmp_path / "sys"))
+    assert src.sample(0) == []
+    _proc(tmp_path, {"diskstats": disk.format(r=2, rs=2048, w=2, ws=1024, busy=500),
+                     "net/dev": net.format(rx=1000, tx=4000)})
+    got = _by_metric(src.sample(S))
+    assert got[("system.disk.io.read", None)] == 2048 * 512  # loop devices left out
+    assert got[("system.disk.io.write", None)] == 1024 * 512
+    assert got[("system.disk.utilization", None)] == pytest.approx(0.5)
+    assert got[("system.network.io.receive", None)] == 1000  # loopback left out
+    assert got[("system.network.io.transmit", None)] == 4000
+
+
+# ---- the process tree ------------------------------------------------------------------------
+def _stat(pid: int, comm: str, utime: int, stime: int, cutime: int = 0, rss: int = 10,
+          start: int = 77, ppid: int = 1) -> str:
+    f = [pid, f"({comm})", "S", ppid, 1, 1, 0, -1, 0, 0, 0, 2, 0, utime, stime, cutime, 0, 20, 0,
+         1, 0, start, 0, rss]
+    return " ".join(str(x) for x in f) + " 0 0 0\n"
+
+
+def test_process_tree_on_recorded_proc(tmp_path):
+    tick = os.sysconf("SC_CLK_TCK")
+    _proc(tmp_path, {
+        "10/stat": _stat(10, "python agent (main)", 100, 0),
+        "10/task/10/children": "11\n", "10/task/10/schedstat": "0 0 0\n",
+        "10/task/12/children": "", "10/task/12/schedstat": "0 0 0\n",
+        "11/stat": _stat(11, "cc1", 0, 0, ppid=10), "11/task/11/children": "",
+        "11/task/11/schedstat": "0 0 0\n",
+    })
+    src = ProcessTree(10, str(tmp_path), discover_interval_s=0, per_process_hz=1e9)
+    src.sample(0)
+    assert set(src.members) == {10, 11}
+    _proc(tmp_path, {
+        "10/stat": _stat(10, "python agent (main)", 100 + tick // 2, 0),  # 0.5 s CPU in 1 s
+        "10/task/10/schedstat": "0 100000000 5\n",  # 0.1 s runnable-waiting, 5 slices
+        "11/stat": _stat(11, "cc1", tick, 0, ppid=10),  # 1 s CPU in 1 s
+        "11/task/11/schedstat": "0 400000000 50\n",
+    })
+    got = {(r.metric, r.pid): r.value for r in src.sample(S)}
+    assert got[("agentscope.tree.cpu.utilization", 10)] == pytest.approx(1.5)
+    assert got[("agentscope.tree.runqueue_wait", 10)] == pytest.approx(0.5)
+    assert got[("agentscope.tree.processes", 10)] == 2
+    assert got[("agentscope.tree.threads", 10)] == 3
+    assert got[("process.cpu.utilization", 11)] == pytest.approx(1.0)
+    assert got[("process.runqueue_wait", 11)] == pytest.approx(0.4)
+    assert got[("process.context_switches", 10)] == 5
+    # the compiler exits and is reaped: its CPU moves into the parent's cutime, once
+    (tmp_path / "11" / "stat").unlink()
+    (tmp_path / "10" / "task" / "10" / "children").write_text("")
+    _proc(tmp_path, {"10/stat": _stat(10, "python agent (main)", 100 + tick // 2, 0,
+                                      cutime=tick + tick // 4)})
+    got = {(r.metric, r.pid): r.value for r in src.sample(2 * S)}
+    assert got[("agentscope.tree.cpu.utilization", 10)] == pytest.approx(0.25)
+    assert got[("agentscope.tree.processes", 10)] == 1
+    assert set(src.members) == {10}
+
+
+def test_process_tree_follows_real_children_that_come_and_go():
+    src = ProcessTree(os.getpid(), discover_interval_s=0)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        src.sample(time.time_ns())
+        assert child.pid in src.members
+        child.kill()
+        child.wait()
+        got = {(r.metric, r.pid): r.value for r in src.sample(time.time_ns())}  # no raise
+        assert child.pid not in src.members
+        assert got[("agentscope.tree.processes", os.getpid())] >= 1
+    finally:
+        child.kill()
+
+
+def test_process_tree_absent_for_a_missing_process(tmp_path):
+    with pytest.raises(SourceUnavailable):
+        ProcessTree(4242, str(tmp_path))
+
+
+# ---- NVML on recorded answers ----------------------------------------------------------------
+class FakeNVML:
+    """Recorded NVML answers for two GPUs: the first supports everything, the second has no
+    utilization history and no power reading."""
+
+    NVML_GPU_UTILIZATION_SAMPLES, NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 1, 2
+    NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES = 0, 1
+
+    class NVMLError_NotSupported(Exception):
+        pass
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def nvmlInit(self): pass
+    def nvmlShutdown(self): pass
+    def nvmlDeviceGetCount(self): return 2
+    def nvmlDeviceGetHandleByIndex(self, i): return i
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return SimpleNamespace(gpu=[97, 3][h], memory=[60, 1][h])
+
+    def nvmlDeviceGetSamples(self, h, kind, last_seen):
+        if h == 1:
+            raise self.NVMLError_NotSupported()
+        samples = [SimpleNamespace(timeStamp=t, sampleValue=SimpleNamespace(uiVal=v))
+                   for t, v in ((1_000_000, 10), (1_166_000, 100), (1_333_000, 90))]
+        return 1, [s for s in samples if s.timeStamp > last_seen]
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(used=[70e9, 1e9][h], total=141e9)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        if h == 1:
+            raise self.NVMLError_NotSupported()
+        return 650_000
+
+    def nvmlDeviceGetClockInfo(self, h, clock): return {1: 1980, 2: 2619}[clock]
+    def nvmlDeviceGetPcieThroughput(self, h, counter): return [1000, 2000][counter]
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h): return [0, 4][h]
+    def nvmlDeviceGetTotalEnergyConsumption(self, h): return 5_000_000
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [SimpleNamespace(pid=4242, usedGpuMemory=68e9)] if h == 0 else []
+
+
+def test_nvml_readings_from_recorded_answers():
+    src = NvidiaGPU(FakeNVML())
+    got = src.sample(2 * S)
+    util0 = [(r.ts_ns, r.value) for r in got if r.metric == "hw.gpu.utilization" and r.device == "gpu0"]
+    # the driver's own samples, each at its own time (a burst between polls is kept)
+    assert util0 == [(1_000_000_000, 0.1), (1_166_000_000, 1.0), (1_333_000_000, 0.9)]
+    by = _by_metric(got)
+    assert by[("hw.gpu.utilization", "gpu1")] == 0.03  # no history: the polled rate
+    assert by[("hw.gpu.memory.utilization", "gpu0")] == 0.6
+    assert by[("hw.gpu.memory.usage", "gpu0")] == 70e9
+    assert by[("hw.gpu.power", "gpu0")] == 650.0
+    assert ("hw.gpu.power", "gpu1") not in by  # not supported: absent, not zero
+    assert by[("hw.gpu.clock.sm", "gpu0")] == 1980
+    assert by[("hw.gpu.io.receive", "gpu0")] == 2000 * 1024
+    assert by[("hw.gpu.throttle_reasons", "gpu1")] == 4
+    assert by[("hw.gpu.energy", "gpu0")] == 5000.0
+    procs = [r for r in got if r.metric == "process.gpu.memory.usage"]
+    assert [(r.pid, r.device, r.value) for r in procs] == [(4242, "gpu0", 68e9)]
+    # the next poll returns only new history samples, and the slow calls wait a second
+    again = src.sample(2 * S + S // 10)
+    assert not [r for r in again if r.metric == "hw.gpu.utilization" and r.device == "gpu0"]
+    assert not [r for r in again if r.metric == "hw.gpu.energy"]
+
+
+def test_nvml_absent_without_a_driver():
+    class NoDriver(FakeNVML):
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    with pytest.raises(SourceUnavailable, match="NVML"):
+        NvidiaGPU(NoDriver())
+    _, absent = default_sources(None, gpus=True, nvml=NoDriver())
+    assert any(name == "gpu.nvidia" for name, _ in absent)
+
+
+# ---- model servers ----------------------------------------------------------------------------
+VLLM_1 = """
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 8.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 3.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.97
+vllm:num_preemptions_total{engine="0",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 20.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 2.0
+"""
+
+
+def test_prometheus_text_parsing_with_escapes():
+    text = 'a{x="q\\"uo,te}",y="b"} 1.5\nb 2 1700000000000\n# c 3\nbad{x="1"} nope\n'
+    assert list(parse_text(text)) == [("a", {"x": 'q"uo,te}', "y": "b"}, 1.5), ("b", {}, 2.0)]
+
+
+def test_vllm_metrics_become_model_server_readings():
+    src = PrometheusEndpoint("127.0.0.1:8000")
+    assert src.url == "http://127.0.0.1:8000/metrics"
+    first = _by_metric(src.readings(VLLM_1, 0))
+    assert first[("model_server.requests.running", "127.0.0.1:8000")] == 8
+    assert first[("model_server.requests.waiting", "127.0.0.1:8000")] == 3
+    assert first[("model_server.kv_cache.usage", "127.0.0.1:8000")] == 0.97
+    later = VLLM_1.replace("_total{engine=\"0\",model_name=\"m\"} 10.0",
+                           "_total{engine=\"0\",model_name=\"m\"} 14.0")
+    later = later.replace("_sum{engine=\"0\",model_name=\"m\"} 20.0", "_sum{engine=\"0\",model_name=\"m\"} 26.0")
+    later = later.replace("_count{engine=\"0\",model_name=\"m\"} 10.0", "_count{engine=\"0\",model_name=\"m\"} 12.0")
+    got = _by_metric(src.readings(later, 2 * S))
+    assert got[("model_server.preemptions", "127.0.0.1:8000")] == 2.0  # per second
+    assert got[("model_server.time_to_first_token", "127.0.0.1:8000")] == 3.0  # 6 s / 2
+
+
+def test_model_server_scraped_over_http():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = VLLM_1.encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        src = PrometheusEndpoint(f"http://127.0.0.1:{server.server_port}")
+        got = _by_metric(src.sample(0))
+        assert got[("model_server.requests.waiting", f"127.0.0.1:{server.server_port}")] == 3
+    finally:
+        server.shutdown()
+
+
+# ---- the sampler ------------------------------------------------------------------------------
+class Broken:
+    name = "broken"
+
+    def sample(self, now_ns):
+        raise OSError("device went away")
+
+
+class Counting:
+    name = "counting"
+
+    def __init__(self):
+        self.n = 0
+
+    def sample(self, now_ns):
+        from agentscope.collectors import Reading
+
+        self.n += 1
+        return [Reading("test.value", float(self.n))]
+
+
+def test_sampler_survives_a_failing_source_and_reports_absent_ones(tmp_path):
+    good = Counting()
+    s = Sampler(tmp_path, [Broken(), good], absent=[("gpu.nvidia", "no driver")],
+                interval_s=0.01)
+    s.start()
+    time.sleep(0.2)
+    s.stop()
+    assert good.n >= 5 and s.errors["broken"] >= 5
+    rows = list(samplefile.read(str(s.path)))
+    up = {r.source: r.value for r in rows if r.metric == "agentscope.collector.up"}
+    assert up == {"broken": 1.0, "counting": 1.0, "gpu.nvidia": 0.0}
+    assert not [r for r in rows if r.source == "gpu.nvidia" and r.metric != "agentscope.collector.up"]
+    errors = [r.value for r in rows if r.metric == "agentscope.collector.errors"]
+    assert errors and errors[-1] >= 5
+    values = [r.value for r in rows if r.metric == "test.value"]
+    assert values == sorted(values) and values[-1] == good.n  # the last round at stop
+
+
+def test_in_process_collection_with_init(tmp_path):
+    code = textwrap.dedent(f"""
+        import time, agentscope
+        agentscope.init({str(tmp_path)!r}, collect=20)
+        with agentscope.task("t"):
+            time.sleep(0.3)
+        agentscope.shutdown()
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60,
+                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": ""})
+    files = list(tmp_path.glob("samples-*-collector.jsonl"))
+    assert len(files) == 1
+    metrics = {r.metric for r in samplefile.read(str(files[0]))}
+    assert {"system.cpu.utilization", "agentscope.tree.cpu.utilization"} <= metrics
+
+
+# ---- agentscope run / collect ----------------------------------------------------------------
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "agentscope.cli", *args], capture_output=True,
+                          text=True, timeout=60, **kw)
+
+
+def test_run_passes_the_exit_code_and_the_trace_dir(tmp_path):
+    code = ("import os, sys, pathlib; pathlib.Path(os.environ['AGENTSCOPE_TRACE_DIR'], "
+            "'seen').write_text(os.environ['AGENTSCOPE_COLLECT']); sys.exit(7)")
+    r = _cli("run", "--trace-dir", str(tmp_path), "--", sys.executable, "-c", code)
+    assert r.returncode == 7, r.stderr
+    assert (tmp_path / "seen").read_text() == "0"  # sampled once, by run, not in the program
+    files = list(tmp_path.glob("samples-*-collector.jsonl"))
+    assert len(files) == 1 and files[0].read_text().endswith("\n")
+
+
+def test_run_forwards_signals_and_reports_death_by_signal(tmp_path):
+    ready = tmp_path / "ready"
+    code = textwrap.dedent(f"""
+        import pathlib, signal, sys, time
+        def on_term(signum, frame):
+            pathlib.Path({str(tmp_path / 'got')!r}).write_text(str(signum))
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, on_term)
+        pathlib.Path({str(ready)!r}).write_text("1")
+        time.sleep(30)
+    """)
+    p = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "run", "--trace-dir",
+                          str(tmp_path), "--", sys.executable, "-c", code],
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not ready.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(30) == 0
+    assert (tmp_path / "got").read_text() == str(int(signal.SIGTERM))
+    # killed by a signal: 128 + N, as a shell reports it
+    r = _cli("run", "--trace-dir", str(tmp_path), "--", sys.executable, "-c",
+             "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert r.returncode == 128 + int(signal.SIGKILL)
+
+
+def test_run_reports_a_missing_program(tmp_path):
+    r = _cli("run", "--trace-dir", str(tmp_path), "--", "no-such-program-xyz")
+    assert r.returncode == 127 and "cannot start" in r.stderr
+
+
+def test_collect_sidecar_stops_when_the_watched_process_exits(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.6)"])
+    r = _cli("collect", "--out", str(tmp_path), "--pid", str(child.pid), "--interval", "0.05")
+    child.wait()
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for f in tmp_path.glob("samples-*.jsonl")
+            for x in f.read_text().splitlines()]
+    assert any(x["metric"] == "agentscope.tree.processes" and x["pid"] == child.pid for x in rows)

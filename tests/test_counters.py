@@ -1,0 +1,153 @@
+"""Counter evidence: the DuckDB join of counters to sections, the rules that use them, the GPU
+idle attribution, and real runs where the bottleneck is known by construction."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentscope.analyzers.counters import (GPU_UTIL, PSI_CPU, adjust, gpu_idle,
+                                           section_counters)
+from agentscope.analyzers.evidence import CLASSES
+from agentscope.analyzers.pipeline import analyze_store
+from agentscope.formats import samplefile, spanfile
+from agentscope.records import SampleRecord, SpanRecord
+from agentscope.store.duckdb_store import Store
+
+S = 1_000_000_000
+T0 = 1_800_000_000 * S
+WORKLOAD = Path(__file__).parent / "workloads" / "contend.py"
+
+
+def _samples(store, rows):
+    store.con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, 0)", rows)
+
+
+def test_section_means_are_time_weighted_over_each_interval():
+    store = Store()
+    # one sample per second; each value covers the second before it
+    _samples(store, [(T0 + k * S, "h", None, "host.pressure", None, PSI_CPU, v)
+                     for k, v in enumerate([0.0, 1.0, 0.0, 0.5, 0.5])])
+    start = np.array([T0, T0 + S // 2, T0 + 3 * S, T0 + 3 * S + S // 4, T0 - 10 * S, T0])
+    end = np.array([T0 + 2 * S, T0 + S, T0 + 4 * S, T0 + 3 * S + S // 2, T0 - 9 * S, T0 + 2 * S])
+    hosts = np.array(["h", "h", "h", "h", "h", "other"], dtype=object)
+    got = section_counters(store.con, hosts, start, end)[PSI_CPU]
+    assert got[0] == pytest.approx(0.5)  # (1.0 * 1 s + 0.0 * 1 s) / 2 s
+    assert got[1] == pytest.approx(1.0)  # inside the interval held by the second sample
+    assert got[2] == pytest.approx(0.5)
+    assert got[3] == pytest.approx(0.5)  # shorter than the sampling interval
+    assert np.isnan(got[4])  # before the samples: absent, not zero
+    assert np.isnan(got[5])  # another host
+
+
+def test_no_counters_no_join():
+    store = Store()
+    assert section_counters(store.con, np.array(["h"], dtype=object), np.array([T0]),
+                            np.array([T0 + S])) == {}
+
+
+def _ev(n, **metrics):
+    return {m: np.full(n, v, dtype=float) for m, v in metrics.items()}
+
+
+def _shares(*rows):
+    return np.array([[r.get(c, 0.0) for c in CLASSES] for r in rows])
+
+
+def test_contention_turns_a_runnable_threads_waiting_into_cpu_but_not_a_sleepers():
+    shares = _shares({"cpu": 0.5, "io": 0.5}, {"cpu": 0.05, "io": 0.95})
+    ev = _ev(2, **{PSI_CPU: 0.95, "system.cpu.run_queue": 4.0, "system.cpu.logical.count": 2})
+    out, conf, notes = adjust(shares, np.full(2, 0.8), ev, np.zeros(2, bool),
+                              ivcsw=np.array([500, 0]), vcsw=np.array([1, 40]),
+                              child_cpu=np.zeros(2))
+    assert out[0, CLASSES.index("cpu")] == pytest.approx(1.0)
+    assert "PSI cpu 95%" in notes[0] and "run queue 4.0 on 2 cores" in notes[0]
+    assert out[1, CLASSES.index("io")] == pytest.approx(0.95)  # it blocked: still io
+    assert notes[1] is None
+
+
+def test_gpu_counters_decide_an_inference_wait():
+    shares = _shares(*[{"gpu": 1.0}] * 4)
+    ev = _ev(4, **{GPU_UTIL: 0.0})
+    ev[GPU_UTIL][:] = [0.95, 0.02, 0.02, 0.95]
+    ev["model_server.requests.waiting"] = np.array([0.0, 0.0, 6.0, 0.0])
+    ev["model_server.kv_cache.usage"] = np.array([0.5, 0.5, 0.5, 0.98])
+    ev["model_server.preemptions"] = np.array([0.0, 0.0, 0.0, 3.0])
+    out, conf, notes = adjust(shares, np.full(4, 0.4), ev, np.ones(4, bool), np.zeros(4),
+                              np.zeros(4), np.zeros(4))
+    cls = [CLASSES[k] for k in np.argmax(out, axis=1)]
+    assert cls == ["gpu", "io", "queue", "memory"]
+    assert "GPU busy 95%" in notes[0] and "KV cache 98% full" in notes[3]
+    assert conf[0] == 0.8
+
+
+def test_gpu_idle_and_what_the_critical_paths_did_meanwhile(tmp_path):
+    d = tmp_path / "t"
+    d.mkdir()
+    tid = "ab" * 16
+    spans = [SpanRecord(tid, "1" * 16, None, "task", "task", "internal", T0, T0 + 4 * S, "unset",
+                        None, "svc", "h", 1, 1, None, None, None, None, None, None, None, None,
+                        {}, (), ()),
+             SpanRecord(tid, "2" * 16, "1" * 16, "compile", "tool", "internal", T0, T0 + 2 * S,
+                        "unset", None, "svc", "h", 1, 1, 2 * S, 0, 0, 0, 0, 0, 0, 0, {}, (), ()),
+             SpanRecord(tid, "3" * 16, "1" * 16, "llm", "inference", "client", T0 + 2 * S,
+                        T0 + 4 * S, "unset", None, "svc", "h", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+                        {"server.address": "127.0.0.1"}, (), ())]
+    (d / "spans-h-1-1.jsonl").write_text("".join(spanfile.encode(s) for s in spans))
+    util = [0.0, 0.0, 0.0, 0.9, 0.9]  # idle while compiling, busy during the inference
+    (d / "samples-h-2-1-collector.jsonl").write_text("".join(
+        samplefile.encode(SampleRecord(T0 + k * S, "h", None, "gpu.nvidia", "gpu0",
+                                       "hw.gpu.utilization", v)) for k, v in enumerate(util)))
+    with Store(tmp_path / "db") as store:
+        store.load(d)
+        analysis = analyze_store(store)
+        gpu = analysis.summary["gpu"]["gpu0@h"]
+        assert gpu["idle"] == pytest.approx(0.5) and gpu["busy"] == pytest.approx(0.45)
+        assert gpu["idle_while"] == {"tool cpu": 1.0}
+        task = analysis.tasks[0]
+        assert [s.cls for s in task.segments] == ["cpu", "gpu"]
+        assert "GPU busy 90%" in task.segments[1].evidence
+        assert gpu_idle(store.con) == analysis.summary["gpu"]
+
+
+# ---- real runs, bottleneck known by construction ---------------------------------------------
+def _run_and_analyze(tmp_path, *args, work_s="0.6"):
+    env = {**os.environ, "CONTEND_WORK_S": work_s}
+    r = subprocess.run([sys.executable, "-m", "agentscope.cli", "run", "--trace-dir",
+                        str(tmp_path), "--interval", "0.05", "--", sys.executable,
+                        str(WORKLOAD), *args], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "agentscope.cli", "analyze", str(tmp_path),
+                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["inline", "child"])
+def test_agents_contending_for_the_cpu_read_as_cpu(tmp_path, mode):
+    """Twice as many agents as cores, each with a CPU-bound tool (in its thread, or in a
+    child process): each tool gets about half a core, and is runnable and waiting the rest of
+    the time. The span alone sees half on-CPU, half waiting; the counters say on what."""
+    agents = 2 * (os.cpu_count() or 1)
+    report = _run_and_analyze(tmp_path, str(min(agents, 8)), mode)
+    assert len(report["tasks"]) == min(agents, 8)
+    for t in report["tasks"]:
+        assert t["bottleneck"] == "cpu", t["evidence"]
+        assert t["shares"]["cpu"] >= 0.85, t["evidence"]
+        assert "host CPU saturated" in t["evidence"][0]
+
+
+@pytest.mark.slow
+def test_a_tool_waiting_on_io_on_an_idle_host_reads_as_io(tmp_path):
+    report = _run_and_analyze(tmp_path, "sleep", work_s="0.5")
+    (t,) = report["tasks"]
+    assert t["bottleneck"] == "io" and t["shares"]["io"] >= 0.9
+    assert "host not saturated" in t["evidence"][0]
