@@ -24,7 +24,7 @@ class HostCPU:
       which is running while it reads); above the core count, runnable work is waiting;
     * ``system.processes.blocked``: tasks in uninterruptible sleep (``procs_blocked``,
       mostly disk I/O);
-    * ``system.cpu.load_average.1m``.
+    * ``system.cpu.load_average.1m`` (at most once a second).
     """
 
     name = "host.cpu"
@@ -37,6 +37,7 @@ class HostCPU:
             self.loadavg = None
         self.per_core = per_core
         self.deltas = Deltas()
+        self._last_load = -(1 << 62)
 
     def sample(self, now_ns: int) -> list:
         out = []
@@ -62,7 +63,8 @@ class HostCPU:
             elif line.startswith(b"procs_blocked"):
                 out.append(Reading("system.processes.blocked", int(line.split()[1])))
         out.append(Reading("system.cpu.logical.count", cores))
-        if self.loadavg is not None:
+        if self.loadavg is not None and now_ns - self._last_load >= 1_000_000_000:
+            self._last_load = now_ns  # a one-minute average: once a second is plenty
             out.append(Reading("system.cpu.load_average.1m",
                                float(self.loadavg.read().split()[0])))
         return out
@@ -112,10 +114,13 @@ class Memory:
       ``system.memory.available``, ``system.swap.usage`` (bytes);
     * ``system.paging.swap_in`` / ``system.paging.swap_out`` (pages per second) and
       ``system.paging.major_faults`` (per second): reading the working set back from disk.
+
+    At most twice a second: these move slowly, ``/proc/vmstat`` is the costliest file to read,
+    and PSI (read every round) already says when memory stalls the host.
     """
 
     name = "host.memory"
-    min_interval_s = 0.1  # slow-moving and the biggest files: at most 10 Hz
+    min_interval_s = 0.5  # slow-moving and the biggest files (PSI says the pressure per round)
 
     _MEMINFO = {b"MemTotal:": "total", b"MemAvailable:": "available",
                 b"SwapTotal:": "swap_total", b"SwapFree:": "swap_free"}
@@ -179,10 +184,12 @@ class DiskNet:
     * ``system.disk.io.read`` / ``system.disk.io.write``, ``system.disk.utilization`` (share
       of the interval with I/O in flight, the busiest disk);
     * ``system.network.io.receive`` / ``system.network.io.transmit``.
+
+    At most twice a second, as :class:`Memory`.
     """
 
     name = "host.io"
-    min_interval_s = 0.1
+    min_interval_s = 0.5
 
     def __init__(self, root: str = "/proc", sys_root: str = "/sys") -> None:
         self.diskstats = open_proc(f"{root}/diskstats", "disk I/O")

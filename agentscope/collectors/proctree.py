@@ -1,7 +1,8 @@
 """The agent's process tree: a root process and every descendant, found through
 ``/proc/<pid>/task/<tid>/children`` (children appear and vanish: compilers, test runners).
 
-Per sample, for each member process (``pid`` set on the reading, at most ``per_process_hz``):
+For each member process (``pid`` set on the reading; once a second by default,
+``per_process_hz``: the detail behind the tree's totals):
 
 * ``process.cpu.utilization``: CPU time per second, in cores (user + system);
 * ``process.memory.rss`` (bytes);
@@ -64,7 +65,7 @@ class ProcessTree:
     name = "process.tree"
 
     def __init__(self, pid: int, root: str = "/proc", discover_interval_s: float = 0.5,
-                 per_process_hz: float = 10.0) -> None:
+                 per_process_hz: float = 1.0) -> None:
         self.root_pid = int(pid)
         self.root = root
         self.discover_interval_ns = int(discover_interval_s * 1e9)
