@@ -1,7 +1,7 @@
 """The sampler: reads every source at a fixed rate and appends the readings to a sample file
 (``samples-<host>-<pid>-<ms>-collector.jsonl``, the format of docs/file-formats.md) beside the
-spans, as whole lines (O_APPEND, one write per round), so a crash loses at most the round in
-flight.
+spans, as whole lines (O_APPEND, one write a second, like the span writer), so a crash loses
+at most the last second of samples.
 
 It never stops because of a source: a source that raises is counted
 (``agentscope.collector.errors``, cumulative, per source) and tried again next round; a
@@ -38,7 +38,8 @@ class Sampler:
 
     def __init__(self, directory: "str | os.PathLike[str]", sources: Iterable[Source],
                  absent: Iterable[tuple] = (), interval_s: float = 0.1,
-                 host: Optional[str] = None, tag: str = "collector") -> None:
+                 host: Optional[str] = None, tag: str = "collector",
+                 flush_interval_s: float = 1.0) -> None:
         self.directory = Path(directory)
         self.sources = list(sources)
         self.absent = list(absent)
@@ -55,6 +56,10 @@ class Sampler:
         self.write_errors = 0
         self._next_due = {id(s): 0 for s in self.sources}
         self._fd: Optional[int] = None
+        self.flush_interval_ns = int(flush_interval_s * 1e9)
+        self._pending: list = []
+        self._pending_bytes = 0
+        self._last_flush_ns = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
@@ -98,8 +103,21 @@ class Sampler:
             lines.extend(self._self_readings(now))
         self.rounds += 1
         self.samples += len(lines)
-        self._write("".join(lines))
+        if lines:
+            self._pending.append("".join(lines))
+            self._pending_bytes += len(self._pending[-1])
+        if final or self._pending_bytes >= 256 << 10 or \
+                now - self._last_flush_ns >= self.flush_interval_ns:
+            self.flush(now)
         return len(lines)
+
+    def flush(self, now_ns: Optional[int] = None) -> None:
+        """Write the rounds sampled since the last write (one write)."""
+        self._last_flush_ns = time.time_ns() if now_ns is None else now_ns
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending, self._pending_bytes = [], 0
+            self._write(text)
 
     def _self_readings(self, now: int) -> list:
         self._last_self_ns = now
@@ -182,6 +200,8 @@ class Sampler:
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout_s)
+        with self._lock:
+            self.flush()
         for s in self.sources:
             close = getattr(s, "close", None)
             if close is not None:
