@@ -11,6 +11,8 @@ files and a slice as OTLP/JSON lines, then measures, in one run:
                         the fleet walk the engine uses (walk_many, numpy lockstep)
   critical path + classification
                         the whole engine: walks, classification, shares, evidence
+  counter join          the means of 10 Hz host counters (4 metrics) over every critical-path
+                        section (what the verdicts use when samples exist)
   networkx baseline     HTA's approach, a longest path over an event DAG (networkx), on a
                         sample of traces; the ratio compares spans per second
   agentscope analyze    the CLI end to end in a subprocess (run first, before this process
@@ -36,6 +38,10 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+import numpy as np  # noqa: E402
+
+from agentscope.analyzers.counters import (CORES, PSI_CPU, PSI_MEMORY, RUN_QUEUE,  # noqa: E402
+                                           section_counters)
 from agentscope.analyzers.critical_path import Buffers, walk_arrays, walk_many  # noqa: E402
 from agentscope.analyzers.pipeline import fetch_columns  # noqa: E402
 from agentscope.analyzers.engine import analyze_columns  # noqa: E402
@@ -174,7 +180,6 @@ def run(args, work: Path) -> int:
     with gc_paused():  # as analyze_store does
         cols = fetch_columns(store)
     figures["fetch"] = (n_spans, time.perf_counter() - t0)
-    store.close()
 
     ranges = trace_ranges(cols["trace_no"].tolist())
     lists = {c: cols[c].tolist() for c in ("parent_idx", "start_ns", "end_ns", "kind")}
@@ -195,6 +200,29 @@ def run(args, work: Path) -> int:
         assert len(analysis.tasks) == args.tasks
         del analysis
     figures["critical path + classification"] = (n_spans, sorted(times)[len(times) // 2])
+
+    # counters: 10 Hz samples of the four host metrics the CPU/memory rules read, over the
+    # whole time the traces span, joined to every critical-path section (the means over each)
+    lo_ns, hi_ns = int(cols["start_ns"].min()), int(cols["end_ns"].max())
+    ticks = (hi_ns - lo_ns) // 100_000_000 + 2
+    for metric, expr in ((PSI_CPU, "random()"), (RUN_QUEUE, "random() * 4"),
+                         (CORES, "2.0"), (PSI_MEMORY, "random() * 0.1")):
+        store.con.execute(
+            f"INSERT INTO samples SELECT {lo_ns} + i * 100000000, 'h', NULL, 'bench', NULL, "
+            f"'{metric}', {expr}, 0 FROM range(0, {ticks}) t(i)")
+    joined = []
+
+    def counters(hosts, start, end):
+        t0 = time.perf_counter()
+        got = section_counters(store.con, np.full(len(start), "h", dtype=object), start, end)
+        joined.append((len(start), time.perf_counter() - t0))
+        return got
+
+    analysis = analyze_columns(cols, counters=counters)
+    n_sections, join_s = joined[0]
+    figures[f"counter join ({n_sections} sections, {4 * ticks} samples)"] = (n_spans, join_s)
+    del analysis
+    store.close()
 
     parents = cols["parent_idx"]
     sample = [[SimpleNamespace(span_id=cols["span_id"][i],

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from agentscope.analyzers.counters import (GPU_UTIL, PSI_CPU, adjust, gpu_idle,
-                                           section_counters)
+                                           section_counters, section_counters_sql)
 from agentscope.analyzers.evidence import CLASSES
 from agentscope.analyzers.pipeline import analyze_store
 from agentscope.formats import samplefile, spanfile
@@ -44,6 +44,29 @@ def test_section_means_are_time_weighted_over_each_interval():
     assert got[3] == pytest.approx(0.5)  # shorter than the sampling interval
     assert np.isnan(got[4])  # before the samples: absent, not zero
     assert np.isnan(got[5])  # another host
+
+
+def test_the_numpy_join_equals_the_sql_reference():
+    """Random series (several hosts, GPUs with two devices, irregular times) against random
+    sections: the analysis's numpy join and the SQL of store/sql/section_counters.sql agree."""
+    rng = np.random.default_rng(5)
+    store = Store()
+    rows = []
+    for host in ("h1", "h2"):
+        for metric, device in ((PSI_CPU, None), ("system.cpu.run_queue", None),
+                               (GPU_UTIL, "gpu0"), (GPU_UTIL, "gpu1")):
+            ts = np.sort(rng.choice(np.arange(0, 60 * S, S // 20), 400, replace=False))
+            rows += [(T0 + int(t), host, None, "src", device, metric, float(rng.random()))
+                     for t in ts]
+    _samples(store, rows)
+    a = T0 + rng.integers(-5 * S, 65 * S, 2000)
+    b = a + rng.integers(0, 10 * S, 2000)
+    hosts = rng.choice(np.array(["h1", "h2", "h3", None], dtype=object), 2000)
+    fast = section_counters(store.con, hosts, a, b)
+    ref = section_counters_sql(store.con, hosts, a, b)
+    assert set(fast) == set(ref) == {PSI_CPU, "system.cpu.run_queue", GPU_UTIL}
+    for m in ref:
+        np.testing.assert_allclose(fast[m], ref[m], rtol=1e-9, atol=1e-12, equal_nan=True)
 
 
 def test_no_counters_no_join():

@@ -1,6 +1,7 @@
--- The host's counters over each critical-path section: for every section (a registered table
+-- The reference for analyzers/counters.py:section_counters (checked equal in the tests):
+-- the host's counters over each critical-path section, for every section (a registered table
 -- `sections(sec_id, host, a, b)`, times in ns) and every series of one of the wanted metrics
--- ({metrics}) on the same host, the time-weighted mean of the series over the section.
+-- ({metrics}) on the same host: the time-weighted mean of the series over the section.
 --
 -- A sample describes the interval since the previous sample of its series (rates and
 -- utilizations are measured over it), so a series is a step function holding each value
@@ -10,40 +11,41 @@
 -- span; a section less than half covered gets no value (absent, not zero).
 -- Several series of one metric on a host (GPUs, process trees, model servers) give one value:
 -- the highest mean.
+-- (The analysis runs the same arithmetic in numpy on counter_series.sql: 0.7 s instead of
+-- 3 s for 366k sections against 4M samples.)
 WITH s AS (
     SELECT host, metric, coalesce(device, '') AS device, coalesce(pid, -1) AS pid,
            ts_ns AS ts, value
     FROM samples
     WHERE metric IN ({metrics}) AND value IS NOT NULL AND NOT isnan(value) AND host IS NOT NULL
 ),
-stepped AS (
-    SELECT *, ts - lag(ts) OVER (PARTITION BY host, metric, device, pid ORDER BY ts) AS dt
-    FROM s
+keys AS (
+    SELECT host, metric, device, pid, row_number() OVER () AS sid,
+           min(ts) AS first_ts, max(ts) AS last_ts
+    FROM s GROUP BY ALL
 ),
-series AS (
-    SELECT dense_rank() OVER (ORDER BY host, metric, device, pid) AS sid, host, metric, ts,
-           value,
-           sum(coalesce(dt, 0) * value) OVER (PARTITION BY host, metric, device, pid
-                                              ORDER BY ts ROWS UNBOUNDED PRECEDING) AS integral,
-           min(ts) OVER (PARTITION BY host, metric, device, pid) AS first_ts,
-           max(ts) OVER (PARTITION BY host, metric, device, pid) AS last_ts
-    FROM stepped
+series AS MATERIALIZED (
+    SELECT sid, ts, value,
+           sum(coalesce(dt, 0) * value) OVER (PARTITION BY sid ORDER BY ts
+                                              ROWS UNBOUNDED PRECEDING) AS integral
+    FROM (SELECT k.sid, s.ts, s.value,
+                 s.ts - lag(s.ts) OVER (PARTITION BY k.sid ORDER BY s.ts) AS dt
+          FROM s JOIN keys k USING (host, metric, device, pid))
 ),
-spans_of AS (SELECT DISTINCT sid, host, metric, first_ts, last_ts FROM series),
-probes AS (
-    SELECT x.sec_id, p.sid, p.metric, x.a, x.b,
-           greatest(x.a, p.first_ts) AS a2, least(x.b, p.last_ts) AS b2
-    FROM sections x JOIN spans_of p ON p.host = x.host
-    WHERE x.b > x.a
+covered AS (
+    SELECT x.sec_id, k.sid, k.metric, greatest(x.a, k.first_ts) AS a2,
+           least(x.b, k.last_ts) AS b2
+    FROM sections x JOIN keys k ON k.host = x.host
+    WHERE x.b > x.a AND least(x.b, k.last_ts) > greatest(x.a, k.first_ts)
+      AND (least(x.b, k.last_ts) - greatest(x.a, k.first_ts)) * 2 >= x.b - x.a
 ),
-covered AS (SELECT * FROM probes WHERE b2 > a2 AND (b2 - a2) * 2 >= (b - a)),
 at_a AS (
     SELECT c.sec_id, c.sid, c.metric, c.a2, c.b2,
            r.integral - r.value * (r.ts - c.a2) AS ia
     FROM covered c ASOF JOIN series r ON r.sid = c.sid AND r.ts >= c.a2
 ),
 at_b AS (
-    SELECT c.sec_id, c.sid, c.metric, c.a2, c.b2, c.ia,
+    SELECT c.sec_id, c.metric, c.a2, c.b2, c.ia,
            r.integral - r.value * (r.ts - c.b2) AS ib
     FROM at_a c ASOF JOIN series r ON r.sid = c.sid AND r.ts >= c.b2
 )
