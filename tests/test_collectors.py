@@ -149,14 +149,14 @@ def test_process_tree_on_recorded_proc(tmp_path):
         "11/stat": _stat(11, "cc1", 0, 0, ppid=10), "11/task/11/children": "",
         "11/task/11/schedstat": "0 0 0\n",
     })
-    src = ProcessTree(10, str(tmp_path), discover_interval_s=0, per_process_hz=1e9)
+    src = ProcessTree(10, str(tmp_path), discover_interval_s=0, per_process_hz=1e9,
+                      stat_interval_s=0)
     src.sample(0)
     assert set(src.members) == {10, 11}
     _proc(tmp_path, {
-        "10/stat": _stat(10, "python agent (main)", 100 + tick // 2, 0),  # 0.5 s CPU in 1 s
-        "10/task/10/schedstat": "0 100000000 5\n",  # 0.1 s runnable-waiting, 5 slices
-        "11/stat": _stat(11, "cc1", tick, 0, ppid=10),  # 1 s CPU in 1 s
-        "11/task/11/schedstat": "0 400000000 50\n",
+        # per thread: on-CPU ns, runnable-waiting ns, times switched onto a CPU
+        "10/task/10/schedstat": "500000000 100000000 5\n",  # 0.5 s CPU, 0.1 s waiting
+        "11/task/11/schedstat": "1000000000 400000000 50\n",  # 1 s CPU, 0.4 s waiting
     })
     got = {(r.metric, r.pid): r.value for r in src.sample(S)}
     assert got[("agentscope.tree.cpu.utilization", 10)] == pytest.approx(1.5)
@@ -166,10 +166,10 @@ def test_process_tree_on_recorded_proc(tmp_path):
     assert got[("process.cpu.utilization", 11)] == pytest.approx(1.0)
     assert got[("process.runqueue_wait", 11)] == pytest.approx(0.4)
     assert got[("process.context_switches", 10)] == 5
-    # the compiler exits and is reaped: its CPU moves into the parent's cutime, once
-    (tmp_path / "11" / "stat").unlink()
+    # the compiler exits and is reaped: its 1.25 s of CPU move into the parent's cutime; the
+    # 1 s already counted is not counted again
     (tmp_path / "10" / "task" / "10" / "children").write_text("")
-    _proc(tmp_path, {"10/stat": _stat(10, "python agent (main)", 100 + tick // 2, 0,
+    _proc(tmp_path, {"10/stat": _stat(10, "python agent (main)", 100, 0,
                                       cutime=tick + tick // 4)})
     got = {(r.metric, r.pid): r.value for r in src.sample(2 * S)}
     assert got[("agentscope.tree.cpu.utilization", 10)] == pytest.approx(0.25)

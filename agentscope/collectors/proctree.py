@@ -19,9 +19,12 @@ And for the whole tree (``pid`` = the root), every sample:
 * ``agentscope.tree.memory.rss``, ``agentscope.tree.processes``, ``agentscope.tree.threads``,
   ``agentscope.tree.major_faults`` (per second, with reaped children's).
 
-Cost: the member files stay open and are re-read with ``pread``; the tree is walked again at
-most every ``discover_interval_s`` and whenever a member has gone. Run-queue wait of a child
-that lived and died between two walks is not seen (its CPU is, through ``cutime``).
+Every round reads one file per thread: ``schedstat`` (its on-CPU and run-queue time in ns,
+exact at any rate); each process's ``stat`` (RSS, faults, the CPU of the children it reaped,
+pid reuse) once a second. The files stay open and are re-read with ``pread``; the tree is
+walked again at most every ``discover_interval_s`` and whenever a member has gone. A child
+that lived and died between two walks: its CPU is seen (through its parent's ``cutime``), its
+run-queue wait is not.
 """
 
 from __future__ import annotations
@@ -32,21 +35,24 @@ from typing import Optional
 from .base import Deltas, ProcFile, Reading, SourceUnavailable
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_TICK_NS = 1_000_000_000 // _TICK
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class _Member:
-    __slots__ = ("pid", "stat", "threads", "start", "last_own", "last_reaped", "last_wait",
-                 "mark", "ppid")
+    __slots__ = ("pid", "stat", "threads", "last", "start", "ppid", "own_ns", "wait_ns",
+                 "slices", "reaped_ns", "reaped_seen_ns", "rss", "faults", "mark")
 
     def __init__(self, pid: int, stat: ProcFile, start: bytes) -> None:
         self.pid, self.stat, self.start = pid, stat, start
         self.threads: dict = {}  # tid -> ProcFile of its schedstat
-        self.last_own = 0  # its own CPU ticks at the last sample
-        self.last_reaped = 0  # CPU ticks of the children it reaped (cutime + cstime), same
+        self.last: dict = {}  # tid -> (run ns, wait ns, slices) at the last read
         self.ppid = 0
-        self.last_wait: "int | None" = None  # its threads' run-queue wait (ns), last sample
-        self.mark: "tuple | None" = None  # (ns, own ticks, wait ns, slices) at last emission
+        self.own_ns = self.wait_ns = self.slices = 0  # counted since we found it
+        self.reaped_ns: "int | None" = None  # cutime + cstime at the last stat read (ns)
+        self.reaped_seen_ns = 0  # growth of reaped_ns since we found it
+        self.rss = self.faults = 0
+        self.mark: "tuple | None" = None  # (ns, own_ns, wait_ns, slices) at last emission
 
     def close(self) -> None:
         self.stat.close()
@@ -65,11 +71,13 @@ class ProcessTree:
     name = "process.tree"
 
     def __init__(self, pid: int, root: str = "/proc", discover_interval_s: float = 0.5,
-                 per_process_hz: float = 1.0) -> None:
+                 per_process_hz: float = 1.0, stat_interval_s: float = 1.0) -> None:
         self.root_pid = int(pid)
         self.root = root
         self.discover_interval_ns = int(discover_interval_s * 1e9)
         self.per_process_ns = int(1e9 / per_process_hz) if per_process_hz > 0 else None
+        self.stat_interval_ns = int(stat_interval_s * 1e9)
+        self._last_stat: Optional[int] = None
         self.members: dict = {}
         self.deltas = Deltas()
         self._last_discover = 0
@@ -89,6 +97,7 @@ class ProcessTree:
         except OSError:
             return None
         m = _Member(pid, stat, f[19] if len(f) > 19 else b"")
+        m.ppid = int(f[1]) if len(f) > 1 else 0
         self.members[pid] = m
         return m
 
@@ -99,7 +108,8 @@ class ProcessTree:
             # what it used is counted already: when its parent reaps it, the parent's cutime
             # grows by all of it, and only the part we had not seen is new
             if m.ppid in self.members:
-                self._credit[m.ppid] = self._credit.get(m.ppid, 0) + m.last_own + m.last_reaped
+                self._credit[m.ppid] = (self._credit.get(m.ppid, 0) + m.own_ns
+                                        + m.reaped_seen_ns)
             self._credit.pop(pid, None)
 
     def _discover(self, now_ns: int) -> None:
@@ -131,6 +141,7 @@ class ProcessTree:
                     pass
             for tid in [t for t in m.threads if t not in tids]:
                 m.threads.pop(tid).close()
+                m.last.pop(tid, None)
         for pid in [p for p in self.members if p not in seen]:
             self._drop(pid)
 
@@ -138,87 +149,96 @@ class ProcessTree:
     def sample(self, now_ns: int) -> list:
         if now_ns - self._last_discover >= self.discover_interval_ns:
             self._discover(now_ns)
-        per_process = self.per_process_ns is not None and (
+        stat_round = self._last_stat is None or now_ns - self._last_stat >= self.stat_interval_ns
+        if stat_round:
+            self._last_stat = now_ns
+        per_process = stat_round and self.per_process_ns is not None and (
             self._last_per_process is None
             or now_ns - self._last_per_process >= self.per_process_ns)
         if per_process:
             self._last_per_process = now_ns
         out = []
-        # tree CPU over the interval: what members used since the last sample (all of it for
-        # new members), plus what their reaped children used that we had not seen (a member
-        # that exits moves its CPU into its parent's cutime: see _drop)
-        used_ticks = 0
-        rss = threads = faults = 0
-        waited_ns = 0
-        vanished = False
-        alive = []
-        for pid, m in list(self.members.items()):
-            try:
-                data = m.stat.read()
-                f = data[data.rfind(b")") + 2:].split()
-            except OSError:
-                f = ()
-            if len(f) < 22 or f[19] != m.start:  # gone (or its pid reused)
-                vanished = True
-                continue
-            alive.append((pid, m, f))
-        if vanished:  # dropped first: their parents' cutime may already include them
-            for pid in set(self.members) - {pid for pid, _, _ in alive}:
-                self._drop(pid)
-        for pid, m, f in alive:
-            own = int(f[11]) + int(f[12])
-            reaped = int(f[13]) + int(f[14])
-            m.ppid = int(f[1])
-            used_ticks += max(own - m.last_own, 0)
-            grown = max(reaped - m.last_reaped, 0)
-            if grown and pid in self._credit:
-                take = min(grown, self._credit[pid])
-                self._credit[pid] -= take
-                grown -= take
-            used_ticks += grown
-            m.last_own, m.last_reaped = own, reaped
-            faults += int(f[9]) + int(f[10])
-            p_rss = int(f[21]) * _PAGE
-            rss += p_rss
-            wait_ns = slices = 0
+        used_ns = waited_ns = threads = 0
+        gone = []
+        for pid, m in self.members.items():
             for tid, sf in list(m.threads.items()):
                 try:
                     st = sf.read().split()
-                    wait_ns += int(st[1])
-                    slices += int(st[2])
+                    run, wait, sl = int(st[0]), int(st[1]), int(st[2])
                 except (OSError, IndexError, ValueError):
                     m.threads.pop(tid).close()
+                    m.last.pop(tid, None)
+                    continue
+                prev = m.last.get(tid)
+                m.last[tid] = (run, wait, sl)
+                if prev is None:  # new since the last read: all it did is new
+                    d_run, d_wait, d_sl = run, wait, sl
+                else:
+                    d_run, d_wait, d_sl = run - prev[0], wait - prev[1], sl - prev[2]
+                if d_run > 0:
+                    m.own_ns += d_run
+                    used_ns += d_run
+                if d_wait > 0:
+                    m.wait_ns += d_wait
+                    waited_ns += d_wait
+                if d_sl > 0:
+                    m.slices += d_sl
             threads += len(m.threads)
-            if m.last_wait is not None and wait_ns >= m.last_wait:
-                waited_ns += wait_ns - m.last_wait
-            m.last_wait = wait_ns
-            if per_process:
-                out.append(Reading("process.memory.rss", p_rss, None, pid))
-                mark = m.mark
-                m.mark = (now_ns, own, wait_ns, slices)
-                if mark is not None and now_ns > mark[0]:
-                    dt = (now_ns - mark[0]) / 1e9
-                    out.append(Reading("process.cpu.utilization",
-                                       max(own - mark[1], 0) / _TICK / dt, None, pid))
-                    out.append(Reading("process.runqueue_wait",
-                                       max(wait_ns - mark[2], 0) / 1e9 / dt, None, pid))
-                    out.append(Reading("process.context_switches",
-                                       max(slices - mark[3], 0) / dt, None, pid))
+            if not m.threads:
+                gone.append(pid)
+            elif stat_round:
+                try:
+                    data = m.stat.read()
+                    f = data[data.rfind(b")") + 2:].split()
+                except OSError:
+                    f = ()
+                if len(f) < 22 or f[19] != m.start:  # gone (or its pid reused)
+                    gone.append(pid)
+                    continue
+                m.ppid = int(f[1])
+                m.rss = int(f[21]) * _PAGE
+                m.faults = int(f[9]) + int(f[10])
+                reaped = (int(f[13]) + int(f[14])) * _TICK_NS
+                if m.reaped_ns is not None and reaped > m.reaped_ns:
+                    grown = reaped - m.reaped_ns
+                    m.reaped_seen_ns += grown
+                    credit = self._credit.get(pid, 0)
+                    if credit:
+                        take = min(grown, credit)
+                        self._credit[pid] = credit - take
+                        grown -= take
+                    used_ns += grown
+                m.reaped_ns = reaped
+        for pid in gone:
+            self._drop(pid)
         root = self.root_pid
         last = self._last_sample_ns
         if last is not None and now_ns > last:
-            dt = (now_ns - last) / 1e9
-            out.append(Reading("agentscope.tree.cpu.utilization", used_ticks / _TICK / dt, None,
-                               root))
-            out.append(Reading("agentscope.tree.runqueue_wait", waited_ns / 1e9 / dt, None,
-                               root))
+            dt = now_ns - last
+            out.append(Reading("agentscope.tree.cpu.utilization", used_ns / dt, None, root))
+            out.append(Reading("agentscope.tree.runqueue_wait", waited_ns / dt, None, root))
         self._last_sample_ns = now_ns
-        out.append(Reading("agentscope.tree.memory.rss", rss, None, root))
         out.append(Reading("agentscope.tree.processes", len(self.members), None, root))
         out.append(Reading("agentscope.tree.threads", threads, None, root))
-        rate = self.deltas.rate("faults", faults, now_ns)
-        if rate is not None:
-            out.append(Reading("agentscope.tree.major_faults", rate, None, root))
-        if vanished:
+        if stat_round:
+            out.append(Reading("agentscope.tree.memory.rss",
+                               sum(m.rss for m in self.members.values()), None, root))
+            rate = self.deltas.rate("faults", sum(m.faults for m in self.members.values()),
+                                    now_ns)
+            if rate is not None:
+                out.append(Reading("agentscope.tree.major_faults", rate, None, root))
+        if per_process:
+            for pid, m in self.members.items():
+                out.append(Reading("process.memory.rss", m.rss, None, pid))
+                mark, m.mark = m.mark, (now_ns, m.own_ns, m.wait_ns, m.slices)
+                if mark is not None and now_ns > mark[0]:
+                    secs = (now_ns - mark[0]) / 1e9
+                    out.append(Reading("process.cpu.utilization",
+                                       (m.own_ns - mark[1]) / 1e9 / secs, None, pid))
+                    out.append(Reading("process.runqueue_wait",
+                                       (m.wait_ns - mark[2]) / 1e9 / secs, None, pid))
+                    out.append(Reading("process.context_switches",
+                                       (m.slices - mark[3]) / secs, None, pid))
+        if gone:
             self._discover(now_ns)
         return out
