@@ -61,7 +61,8 @@ def test_host_cpu_on_recorded_proc_stat(tmp_path):
     src = HostCPU(str(tmp_path))
     first = _by_metric(src.sample(0))
     assert ("system.cpu.utilization", None) not in first  # a rate needs two samples
-    assert first[("system.cpu.run_queue", None)] == 4  # procs_running less the sampler itself
+    # runnable tasks from loadavg's "4/300", less the sampler itself (every round)
+    assert first[("system.cpu.run_queue", None)] == 3
     assert first[("system.cpu.logical.count", None)] == 2
     assert first[("system.cpu.load_average.1m", None)] == 3.5
     _proc(tmp_path, {"stat": STAT_2})
@@ -71,6 +72,11 @@ def test_host_cpu_on_recorded_proc_stat(tmp_path):
     assert second[("system.cpu.utilization", "cpu0")] == pytest.approx(1.0)
     assert second[("system.cpu.utilization", "cpu1")] == pytest.approx(0.5)
     assert second[("system.processes.blocked", None)] == 0
+    # /proc/stat moves in 10 ms ticks: read at most every 50 ms; the run queue every round
+    soon = _by_metric(src.sample(S + S // 100))
+    assert ("system.cpu.utilization", None) not in soon and ("system.cpu.run_queue", None) in soon
+    (tmp_path / "loadavg").unlink()
+    assert _by_metric(HostCPU(str(tmp_path)).sample(0))[("system.cpu.run_queue", None)] == 2
 
 
 def test_pressure_is_computed_per_interval_from_the_totals(tmp_path):
@@ -372,6 +378,31 @@ def test_sampler_survives_a_failing_source_and_reports_absent_ones(tmp_path):
     assert errors and errors[-1] >= 5
     values = [r.value for r in rows if r.metric == "test.value"]
     assert values == sorted(values) and values[-1] == good.n  # the last round at stop
+
+
+def test_sampler_lines_are_the_sample_file_format(tmp_path):
+    """The sampler encodes each series' constant part once; its lines must be exactly what
+    samplefile.encode writes."""
+    from agentscope.collectors import Reading
+    from agentscope.records import SampleRecord
+
+    class Src:
+        name = "x"
+
+        def sample(self, now_ns):
+            return [Reading("m.a", 1.5, "gpu0", 42), Reading("m.b", float("nan")),
+                    Reading("m.c", 3, None, None, 777), Reading('m."q"', -0.0, "d\\e")]
+
+    s = Sampler(tmp_path, [Src()], interval_s=1.0)
+    s.tick(123)
+    s.flush()
+    got = [x + "\n" for x in s.path.read_text().splitlines() if '"m.' in x]
+    assert got == [samplefile.encode(SampleRecord(123, s.host, 42, "x", "gpu0", "m.a", 1.5)),
+                   samplefile.encode(SampleRecord(123, s.host, None, "x", None, "m.b",
+                                                  float("nan"))),
+                   samplefile.encode(SampleRecord(777, s.host, None, "x", None, "m.c", 3.0)),
+                   samplefile.encode(SampleRecord(123, s.host, None, "x", "d\\e", 'm."q"',
+                                                  -0.0))]
 
 
 def test_in_process_collection_with_init(tmp_path):

@@ -17,30 +17,46 @@ from .base import Deltas, ProcFile, Reading, SourceUnavailable, open_proc
 class HostCPU:
     """``/proc/stat`` and ``/proc/loadavg``.
 
-    * ``system.cpu.utilization``: busy share of all cores over the interval (0..1), and of
-      each core (device ``cpuN``) when ``per_core``;
-    * ``system.cpu.logical.count``;
-    * ``system.cpu.run_queue``: runnable tasks (``procs_running``, less the sampler itself,
-      which is running while it reads); above the core count, runnable work is waiting;
-    * ``system.processes.blocked``: tasks in uninterruptible sleep (``procs_blocked``,
-      mostly disk I/O);
+    * ``system.cpu.run_queue``: runnable tasks, every round (``/proc/loadavg``'s running
+      count, less the sampler itself, which is running while it reads); above the core count,
+      runnable work is waiting;
+    * ``system.cpu.utilization``: busy share of all cores (0..1), and of each core (device
+      ``cpuN``) when ``per_core``; from ``/proc/stat``, at most every ``stat_interval_s``
+      (0.05 s): its counters move in 10 ms ticks, so a shorter interval only adds noise;
+    * ``system.cpu.logical.count``, ``system.processes.blocked`` (tasks in uninterruptible
+      sleep, mostly disk I/O), with the utilization;
     * ``system.cpu.load_average.1m`` (at most once a second).
     """
 
     name = "host.cpu"
 
-    def __init__(self, root: str = "/proc", per_core: bool = True) -> None:
+    def __init__(self, root: str = "/proc", per_core: bool = True,
+                 stat_interval_s: float = 0.05) -> None:
         self.stat = open_proc(f"{root}/stat", "host CPU")
         try:
             self.loadavg: Optional[ProcFile] = ProcFile(f"{root}/loadavg")
         except OSError:
             self.loadavg = None
         self.per_core = per_core
+        self.stat_interval_ns = int(stat_interval_s * 1e9)
         self.deltas = Deltas()
         self._last_load = -(1 << 62)
+        self._last_stat = -(1 << 62)
 
     def sample(self, now_ns: int) -> list:
         out = []
+        load = None
+        if self.loadavg is not None:
+            load = self.loadavg.read().split()
+            running = load[3].partition(b"/")[0] if len(load) > 3 else b""
+            if running.isdigit():
+                out.append(Reading("system.cpu.run_queue", max(int(running) - 1, 0)))
+            if now_ns - self._last_load >= 1_000_000_000:
+                self._last_load = now_ns  # a one-minute average: once a second is plenty
+                out.append(Reading("system.cpu.load_average.1m", float(load[0])))
+        if now_ns - self._last_stat < self.stat_interval_ns:
+            return out
+        self._last_stat = now_ns
         cores = 0
         for line in self.stat.read().split(b"\n"):
             if line.startswith(b"cpu"):
@@ -58,15 +74,11 @@ class HostCPU:
                     util = min(max(1.0 - d_idle[0] / d[0], 0.0), 1.0)
                     out.append(Reading("system.cpu.utilization", util,
                                        None if label == b"cpu" else label.decode()))
-            elif line.startswith(b"procs_running"):
+            elif line.startswith(b"procs_running") and load is None:
                 out.append(Reading("system.cpu.run_queue", max(int(line.split()[1]) - 1, 0)))
             elif line.startswith(b"procs_blocked"):
                 out.append(Reading("system.processes.blocked", int(line.split()[1])))
         out.append(Reading("system.cpu.logical.count", cores))
-        if self.loadavg is not None and now_ns - self._last_load >= 1_000_000_000:
-            self._last_load = now_ns  # a one-minute average: once a second is plenty
-            out.append(Reading("system.cpu.load_average.1m",
-                               float(self.loadavg.read().split()[0])))
         return out
 
 

@@ -13,6 +13,7 @@ an absent source's place); about once a second its own cost, ``agentscope.collec
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -56,6 +57,7 @@ class Sampler:
         self.write_errors = 0
         self._next_due = {id(s): 0 for s in self.sources}
         self._fd: Optional[int] = None
+        self._middles: dict = {}
         self.flush_interval_ns = int(flush_interval_s * 1e9)
         self._pending: list = []
         self._pending_bytes = 0
@@ -96,9 +98,18 @@ class Sampler:
                          "round", s.name, type(e).__name__, e)
                 continue
             name = s.name
+            cache = self._middles
             for r in readings:
-                lines.append(encode(record(now if r.ts_ns is None else r.ts_ns, host, r.pid,
-                                           name, r.device, r.metric, r.value)))
+                # a line is '{"ts_ns":<ts>' + the same middle for this series + '<value>}':
+                # the middle is encoded once per series (samplefile.encode gives the same line)
+                key = (name, r.metric, r.device, r.pid)
+                middle = cache.get(key)
+                if middle is None:
+                    line = encode(record(0, host, r.pid, name, r.device, r.metric, 0.0))
+                    middle = cache[key] = line[len('{"ts_ns":0'):line.rindex('"value":') + 8]
+                value = float(r.value)
+                lines.append(f'{{"ts_ns":{now if r.ts_ns is None else r.ts_ns}{middle}'
+                             f'{repr(value) if math.isfinite(value) else "null"}}}\n')
         if final or now - self._last_self_ns >= 1_000_000_000:
             lines.extend(self._self_readings(now))
         self.rounds += 1
