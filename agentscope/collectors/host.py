@@ -89,21 +89,30 @@ class Pressure:
     which some (all) non-idle tasks were stalled on the resource, computed from the
     ``total=`` stall counters (microseconds), so every interval is exact rather than the
     kernel's 10-second moving average. ``cpu`` ``some`` is runnable work waiting for a CPU.
+    ``cpu`` is read every round; ``memory`` and ``io`` at most every ``slow_interval_s``
+    (0.05 s): the totals are exact, so a longer interval loses only resolution.
     """
 
     name = "host.pressure"
     RESOURCES = ("cpu", "memory", "io")
 
-    def __init__(self, root: str = "/proc") -> None:
+    def __init__(self, root: str = "/proc", slow_interval_s: float = 0.05) -> None:
         self.files = {}
         for res in self.RESOURCES:
             self.files[res] = open_proc(f"{root}/pressure/{res}",
                                         "pressure stall information (kernel without PSI?)")
         self.deltas = Deltas()
+        self.slow_interval_ns = int(slow_interval_s * 1e9)
+        self._last_slow = -(1 << 62)
 
     def sample(self, now_ns: int) -> list:
         out = []
+        slow = now_ns - self._last_slow >= self.slow_interval_ns
+        if slow:
+            self._last_slow = now_ns
         for res, f in self.files.items():
+            if res != "cpu" and not slow:
+                continue
             for line in f.read().split(b"\n"):
                 if not line:
                     continue
