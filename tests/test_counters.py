@@ -137,6 +137,10 @@ def test_gpu_idle_and_what_the_critical_paths_did_meanwhile(tmp_path):
         assert [s.cls for s in task.segments] == ["cpu", "gpu"]
         assert "GPU busy 90%" in task.segments[1].evidence
         assert gpu_idle(store.con) == analysis.summary["gpu"]
+    from agentscope.exporters.table import markdown
+
+    md = markdown(analysis, [])
+    assert "GPU gpu0@h: busy 45%, idle 50% of 4.0 s" in md and "tool cpu 100%" in md
 
 
 # ---- real runs, bottleneck known by construction ---------------------------------------------

@@ -34,6 +34,8 @@ def render(analysis: Analysis, problems: list, console: Console, limit: int = 20
     fleet.add_row(*(f"{s['share_of_critical_path'][c]:.1%}" for c in CLASSES),
                   ", ".join(f"{n} {c}" for c, n in s["bottlenecks"].items()) or "-")
     console.print(fleet)
+    for line in gpu_lines(s):
+        console.print(line, markup=False, highlight=False)
     tasks = sorted(analysis.tasks, key=lambda t: -t.duration_ns)
     table = Table(title=f"Tasks (slowest {min(limit, len(tasks))} of {len(tasks)})",
                   title_justify="left")
@@ -48,7 +50,22 @@ def render(analysis: Analysis, problems: list, console: Console, limit: int = 20
                       _bar(t.shares), _longest(t))
     console.print(table)
     console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES))
+    if tasks and tasks[0].evidence:
+        console.print(f"slowest task, {tasks[0].name}: {tasks[0].evidence[0]}", markup=False,
+                      highlight=False)
     _problems(problems, console)
+
+
+def gpu_lines(summary: dict) -> list:
+    """One line per GPU with counters: busy and idle share over the tasks' time, and what the
+    critical paths were doing while it was idle."""
+    out = []
+    for name, g in (summary.get("gpu") or {}).items():
+        idle_while = ", ".join(f"{k} {v:.0%}" for k, v in list(g["idle_while"].items())[:4])
+        out.append(f"GPU {name}: busy {g['busy']:.0%}, idle {g['idle']:.0%} of "
+                   f"{g['measured_s']:.1f} s" + (f"; while it was idle the critical paths "
+                                                 f"were in: {idle_while}" if idle_while else ""))
+    return out
 
 
 def _longest(t: Any) -> str:
@@ -82,6 +99,7 @@ def markdown(analysis: Analysis, problems: list, limit: int = 20) -> str:
              "| " + " | ".join(f"{s['share_of_critical_path'][c]:.1%}" for c in CLASSES) + " |",
              "", "Bottlenecks: " + (", ".join(f"{n} {c}" for c, n in s["bottlenecks"].items())
                                     or "none"), "",
+             *[f"- {_md(line)}" for line in gpu_lines(s)], *([""] if s.get("gpu") else []),
              "| task | lane | duration | bottleneck | confidence | main evidence |",
              "|---|---|---:|---|---:|---|"]
     for t in sorted(analysis.tasks, key=lambda t: -t.duration_ns)[:limit]:
