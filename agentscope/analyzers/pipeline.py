@@ -36,7 +36,9 @@ def fetch_columns(store: Store) -> dict:
     tuples for a million spans."""
     import numpy as np
 
-    arrays = store.con.execute(sql("analysis_input.sql")).fetchnumpy()
+    hosts = [h for (h,) in store.con.execute(
+        "SELECT DISTINCT host FROM spans WHERE host IS NOT NULL ORDER BY host").fetchall()]
+    arrays = store.con.execute(sql("analysis_input.sql"), [hosts]).fetchnumpy()
     idx = np.asarray(arrays.pop("idx"), dtype=np.int64)
     where = np.empty_like(idx)  # row of each position
     where[idx] = np.arange(len(idx))
@@ -52,6 +54,9 @@ def fetch_columns(store: Store) -> dict:
     # stages come as codes (1-based positions in Stage order, 0 for none): one shared string
     # object per stage instead of one per span
     names = np.array([None] + [s.value for s in Stage], dtype=object)
+    # hosts likewise: one shared string per host
+    cols["host"] = np.array([None] + hosts, dtype=object)[
+        np.asarray(cols.pop("host_code"), dtype=np.int64)]
     cols["stage_code"] = np.asarray(cols["stage_code"], dtype=np.int64)
     cols["stage"] = names[cols["stage_code"]]
     return cols

@@ -78,8 +78,10 @@ SELECT s.idx, s.trace_no,
     coalesce(s.a[5] = 'loop', false) AS loop,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.a[6] END AS lane,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service,
-    -- for the counters of the span's host; context switches of its thread (not netted)
-    s.host, coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw,
+    -- for the counters of the span's host: its 1-based position in the list of hosts given
+    -- as the parameter (0: none); context switches of its thread (not netted)
+    coalesce(list_position(?::VARCHAR[], s.host), 0) AS host_code,
+    coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw,
     s.parent_idx
 FROM attributed s
 LEFT JOIN kid k ON k.idx = s.idx
