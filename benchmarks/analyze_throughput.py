@@ -212,7 +212,7 @@ def run(args, work: Path) -> int:
             f"'{metric}', {expr}, 0 FROM range(0, {ticks}) t(i)")
     joined = []
 
-    def counters(hosts, start, end):
+    def counters(hosts, start, end, pids=None):
         t0 = time.perf_counter()
         got = section_counters(store.con, np.full(len(start), "h", dtype=object), start, end)
         joined.append((len(start), time.perf_counter() - t0))

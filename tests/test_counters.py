@@ -178,3 +178,20 @@ def test_a_tool_waiting_on_io_on_an_idle_host_reads_as_io(tmp_path):
     (t,) = report["tasks"]
     assert t["bottleneck"] == "io" and t["shares"]["io"] >= 0.9
     assert "host not saturated" in t["evidence"][0]
+
+
+def test_gpu_of_the_serving_process_where_known():
+    """Two GPUs: gpu0 busy with another job, gpu1 (used by the model server, pid 77) idle. A
+    section of the server's own span gets gpu1's utilization; a section of a process whose
+    GPU is unknown gets the busiest GPU of its host."""
+    store = Store()
+    rows = []
+    for k in range(11):
+        rows.append((T0 + k * S // 10, "h", None, "gpu.nvidia", "gpu0", GPU_UTIL, 0.97))
+        rows.append((T0 + k * S // 10, "h", None, "gpu.nvidia", "gpu1", GPU_UTIL, 0.02))
+    rows.append((T0, "h", 77, "gpu.nvidia", "gpu1", "process.gpu.memory.usage", 4e10))
+    _samples(store, rows)
+    got = section_counters(store.con, np.array(["h", "h"], dtype=object),
+                           np.array([T0 + S // 5] * 2), np.array([T0 + 4 * S // 5] * 2),
+                           np.array([77, 5]))[GPU_UTIL]
+    assert got[0] == pytest.approx(0.02) and got[1] == pytest.approx(0.97)

@@ -12,7 +12,8 @@ and the span alone cannot say on what. The counters over the same interval can:
   work waited on the host;
 * **memory**: PSI ``memory some`` (tasks stalled on reclaim, swap-in, refaults): that share of
   the waiting is ``memory``;
-* **GPU**, for an ``inference``: the GPUs of its host busy (≥ 50 %) make its waiting ``gpu``;
+* **GPU**, for an ``inference``: its GPUs (those its process holds memory on, per NVML, where
+  known; else the busiest of its host) busy (≥ 50 %) make its waiting ``gpu``;
   idle (< 10 %) make it ``queue`` when the model server had requests waiting, else ``io``
   (waiting on something that is not this GPU); in between it is split by utilization. A KV
   cache near full (≥ 90 %) with preemptions makes it ``memory``.
@@ -53,9 +54,13 @@ KV_FULL = 0.9
 _K = {c: i for i, c in enumerate(CLASSES)}
 
 
-def section_counters(con: Any, hosts: Any, start: Any, end: Any) -> dict:
+def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = None) -> dict:
     """The wanted counters' means over each section: {metric: float array, NaN = none}.
-    ``hosts``: the host of each section (None: unknown).
+    ``hosts``: the host of each section (None: unknown); ``pids``: the process of its span.
+
+    GPU utilization, where it is known which GPUs the span's process uses (NVML's per-process
+    memory, ``process.gpu.memory.usage``, on the same host: a model server's own spans), is
+    that of those GPUs; elsewhere that of the busiest GPU of the host.
 
     Each series (host, metric, device, pid) is a step function: a sample holds its value back
     to the previous sample's time (rates and utilizations are measured over that interval).
@@ -91,8 +96,10 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any) -> dict:
     a_all = np.asarray(start, dtype=np.int64)
     b_all = np.asarray(end, dtype=np.int64)
     rows = {h: np.asarray(ix, dtype=np.int64) for h, ix in by_host.items()}
+    gpus_of = _gpus_of_processes(con) if pids is not None else {}
+    per_gpu: dict = {}  # (host, device) -> means of that GPU's utilization
     offset = 0
-    for host, metric, _device, _pid, count in keys:
+    for host, metric, device, _pid, count in keys:
         ts, v = ts_all[offset:offset + count], val_all[offset:offset + count]
         offset += count
         sel = rows.get(host)
@@ -112,7 +119,35 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any) -> dict:
         at_b = integral[ib] - v[ib] * (ts[ib] - b)
         col = out.setdefault(metric, np.full(n, np.nan))
         col[sel] = np.fmax(col[sel], (at_b - at_a) / (b - a))
+        if metric == GPU_UTIL and gpus_of:
+            mine = per_gpu.setdefault((host, device), np.full(n, np.nan))
+            mine[sel] = (at_b - at_a) / (b - a)
+    if gpus_of and GPU_UTIL in out:
+        pids = np.asarray(pids)
+        for (host, pid), devices in gpus_of.items():
+            sel = rows.get(host)
+            if sel is None:
+                continue
+            sel = sel[pids[sel] == pid]
+            if not len(sel):
+                continue
+            known = np.full(len(sel), np.nan)
+            for d in devices:
+                if (host, d) in per_gpu:
+                    known = np.fmax(known, per_gpu[(host, d)][sel])
+            out[GPU_UTIL][sel] = known
     return out
+
+
+def _gpus_of_processes(con: Any) -> dict:
+    """{(host, pid): devices} from NVML's per-process GPU memory samples."""
+    got: dict = {}
+    for host, pid, device in con.execute(
+            "SELECT DISTINCT host, pid, device FROM samples WHERE metric = "
+            "'process.gpu.memory.usage' AND pid IS NOT NULL AND device IS NOT NULL "
+            "AND host IS NOT NULL").fetchall():
+        got.setdefault((host, pid), set()).add(device)
+    return got
 
 
 def section_counters_sql(con: Any, hosts: Any, start: Any, end: Any) -> dict:

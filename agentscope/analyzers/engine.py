@@ -46,7 +46,7 @@ class Sections(NamedTuple):
 
 def analyze_columns(cols: dict, counters: Any = None) -> Analysis:
     """Analyse the columns of ``store/sql/analysis_input.sql`` (lists, ordered by trace).
-    ``counters(hosts, start, end)``, if given, returns the counters' means over sections
+    ``counters(hosts, start, end, pids)``, if given, returns the counters' means over sections
     ({metric: array}, see analyzers/counters.py) and the verdicts take them into account."""
     with gc_paused():
         return _analyze(cols, counters)
@@ -97,7 +97,8 @@ def _analyze(cols: dict, counters: Any = None) -> Analysis:
     if counters is not None and len(span) and "host" in cols:
         hosts = np.asarray(cols["host"], dtype=object)[row]
         hosts[is_gap] = None
-        ev = counters(hosts, start, end)
+        pids = np.where(is_gap, -1, np.asarray(cols["pid"])[row]) if "pid" in cols else None
+        ev = counters(hosts, start, end, pids)
         if ev:
             def col(name: str) -> np.ndarray:
                 return np.asarray(cols[name])[row] if name in cols else np.zeros(len(row))

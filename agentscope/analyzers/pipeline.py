@@ -20,7 +20,8 @@ def analyze_store(store: Store, save: bool = True) -> Analysis:
     with gc_paused():
         analysis = analyze_columns(
             fetch_columns(store),
-            counters=lambda hosts, start, end: section_counters(store.con, hosts, start, end))
+            counters=lambda hosts, start, end, pids=None: section_counters(
+                store.con, hosts, start, end, pids))
         if save:
             store.save_analysis(_task_rows(analysis), _section_rows(analysis))
             gpu = gpu_idle(store.con)

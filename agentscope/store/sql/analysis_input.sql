@@ -18,7 +18,8 @@ WITH base AS (
         row_number() OVER (ORDER BY trace_id, start_ns, span_id) - 1 AS idx,
         dense_rank() OVER (ORDER BY trace_id) AS trace_no,
         trace_id, span_id, parent_span_id, name, stage, kind, start_ns, end_ns, pid, tid,
-        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, attrs, service, host
+        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, attrs, service, host,
+        pid
     FROM spans
 ),
 linked AS (
@@ -81,7 +82,7 @@ SELECT s.idx, s.trace_no,
     -- for the counters of the span's host: its 1-based position in the list of hosts given
     -- as the parameter (0: none); context switches of its thread (not netted)
     coalesce(list_position(?::VARCHAR[], s.host), 0) AS host_code,
-    coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw,
+    coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw, coalesce(s.pid, -1) AS pid,
     s.parent_idx
 FROM attributed s
 LEFT JOIN kid k ON k.idx = s.idx
