@@ -476,3 +476,27 @@ def test_collect_sidecar_stops_when_the_watched_process_exits(tmp_path):
     rows = [json.loads(x) for f in tmp_path.glob("samples-*.jsonl")
             for x in f.read_text().splitlines()]
     assert any(x["metric"] == "agentscope.tree.processes" and x["pid"] == child.pid for x in rows)
+
+
+def test_collect_stops_on_sigterm_and_flushes(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "collect", "--out",
+                          str(tmp_path), "--interval", "0.05", "--no-gpu"],
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not list(tmp_path.glob("samples-*.jsonl")) and time.time() < deadline:
+        time.sleep(0.1)  # the first write comes after a second of samples
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(30) == 0
+    rows = [json.loads(x) for f in tmp_path.glob("samples-*.jsonl")
+            for x in f.read_text().splitlines()]
+    assert any(r["metric"] == "agentscope.collector.cpu" for r in rows)  # the final round
+    assert "samples in" in p.stderr.read()
+
+
+def test_sampler_keeps_going_when_it_cannot_write(tmp_path, caplog):
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("")
+    s = Sampler(blocked / "traces", [Counting()], interval_s=0.01)
+    s.tick(0, final=True)  # must not raise
+    assert s.write_errors == 1 and s.rounds == 1
+    assert "cannot write" in caplog.text
