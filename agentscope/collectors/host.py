@@ -136,12 +136,12 @@ class Memory:
     * ``system.paging.swap_in`` / ``system.paging.swap_out`` (pages per second) and
       ``system.paging.major_faults`` (per second): reading the working set back from disk.
 
-    At most twice a second: these move slowly, ``/proc/vmstat`` is the costliest file to read,
+    Once a second: these move slowly, ``/proc/vmstat`` is the costliest file to read,
     and PSI (read every round) already says when memory stalls the host.
     """
 
     name = "host.memory"
-    min_interval_s = 0.5  # slow-moving and the biggest files (PSI says the pressure per round)
+    min_interval_s = 1.0  # slow-moving and the biggest files (PSI says the pressure per round)
 
     _MEMINFO = {b"MemTotal:": "total", b"MemAvailable:": "available",
                 b"SwapTotal:": "swap_total", b"SwapFree:": "swap_free"}
@@ -206,11 +206,11 @@ class DiskNet:
       of the interval with I/O in flight, the busiest disk);
     * ``system.network.io.receive`` / ``system.network.io.transmit``.
 
-    At most twice a second, as :class:`Memory`.
+    Once a second, as :class:`Memory`.
     """
 
     name = "host.io"
-    min_interval_s = 0.5
+    min_interval_s = 1.0
 
     def __init__(self, root: str = "/proc", sys_root: str = "/sys") -> None:
         self.diskstats = open_proc(f"{root}/diskstats", "disk I/O")

@@ -40,12 +40,15 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class _Member:
-    __slots__ = ("pid", "stat", "threads", "last", "start", "ppid", "own_ns", "wait_ns",
-                 "slices", "reaped_ns", "reaped_seen_ns", "rss", "faults", "mark")
+    __slots__ = ("pid", "stat", "threads", "children", "last", "start", "ppid", "own_ns",
+                 "wait_ns", "slices", "reaped_ns", "reaped_seen_ns", "rss", "faults", "mark",
+                 "nthreads")
 
     def __init__(self, pid: int, stat: ProcFile, start: bytes) -> None:
         self.pid, self.stat, self.start = pid, stat, start
         self.threads: dict = {}  # tid -> ProcFile of its schedstat
+        self.children: dict = {}  # tid -> ProcFile of its children (pids)
+        self.nthreads = 0  # from stat; a change means the thread list must be read again
         self.last: dict = {}  # tid -> (run ns, wait ns, slices) at the last read
         self.ppid = 0
         self.own_ns = self.wait_ns = self.slices = 0  # counted since we found it
@@ -56,7 +59,7 @@ class _Member:
 
     def close(self) -> None:
         self.stat.close()
-        for f in self.threads.values():
+        for f in (*self.threads.values(), *self.children.values()):
             f.close()
 
 
@@ -113,6 +116,9 @@ class ProcessTree:
             self._credit.pop(pid, None)
 
     def _discover(self, now_ns: int) -> None:
+        """Walk the tree from the root: each member's threads' ``children`` files (kept open,
+        re-read with pread); a member's thread list is read again only when its thread count
+        (from ``stat``, once a second) changed, or it is new."""
         self._last_discover = now_ns
         seen = set()
         queue = [self.root_pid]
@@ -124,26 +130,39 @@ class ProcessTree:
             m = self.members.get(pid) or self._add(pid)
             if m is None:
                 continue
-            try:
-                tids = [int(t) for t in os.listdir(f"{self.root}/{pid}/task")]
-            except OSError:
-                continue
-            for tid in tids:
-                if tid not in m.threads:
-                    try:
-                        m.threads[tid] = ProcFile(f"{self.root}/{pid}/task/{tid}/schedstat", 256)
-                    except OSError:
-                        continue
+            if m.nthreads != len(m.threads) or not m.threads:
+                self._list_threads(m)
+            for tid, cf in list(m.children.items()):
                 try:
-                    with open(f"{self.root}/{pid}/task/{tid}/children", "rb") as f:
-                        queue.extend(int(c) for c in f.read().split())
-                except OSError:
-                    pass
-            for tid in [t for t in m.threads if t not in tids]:
-                m.threads.pop(tid).close()
-                m.last.pop(tid, None)
+                    queue.extend(int(c) for c in cf.read().split())
+                except (OSError, ValueError):
+                    m.children.pop(tid).close()
         for pid in [p for p in self.members if p not in seen]:
             self._drop(pid)
+
+    def _list_threads(self, m: _Member) -> None:
+        try:
+            tids = {int(t) for t in os.listdir(f"{self.root}/{m.pid}/task")}
+        except OSError:
+            return
+        base = f"{self.root}/{m.pid}/task"
+        for tid in tids:
+            if tid not in m.threads:
+                try:
+                    m.threads[tid] = ProcFile(f"{base}/{tid}/schedstat", 256)
+                    m.children[tid] = ProcFile(f"{base}/{tid}/children", 4096)
+                except OSError:
+                    for d in (m.threads, m.children):
+                        f = d.pop(tid, None)
+                        if f is not None:
+                            f.close()
+        for tid in [t for t in m.threads if t not in tids]:
+            m.threads.pop(tid).close()
+            m.last.pop(tid, None)
+            f = m.children.pop(tid, None)
+            if f is not None:
+                f.close()
+        m.nthreads = len(m.threads)
 
     # ---- sampling ---------------------------------------------------------------------------
     def sample(self, now_ns: int) -> list:
@@ -168,6 +187,9 @@ class ProcessTree:
                 except (OSError, IndexError, ValueError):
                     m.threads.pop(tid).close()
                     m.last.pop(tid, None)
+                    cf = m.children.pop(tid, None)
+                    if cf is not None:
+                        cf.close()
                     continue
                 prev = m.last.get(tid)
                 m.last[tid] = (run, wait, sl)
@@ -196,6 +218,7 @@ class ProcessTree:
                     gone.append(pid)
                     continue
                 m.ppid = int(f[1])
+                m.nthreads = int(f[17])
                 m.rss = int(f[21]) * _PAGE
                 m.faults = int(f[9]) + int(f[10])
                 reaped = (int(f[13]) + int(f[14])) * _TICK_NS
