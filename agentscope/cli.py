@@ -152,6 +152,12 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
     try:
         analysis = analyze_store(store)
         problems = store.all_problems()
+        if not analysis.tasks and load.files_seen:
+            samples = store.query("SELECT count(*) FROM samples").fetchall()[0][0]
+            if samples:
+                click.echo(f"{trace_dir} has {samples} counter samples but no spans: run the "
+                           "agent with agentscope.init() (or under `agentscope run`) to record "
+                           "its tasks", err=True)
     finally:
         store.close()
     if fmt == "json":
