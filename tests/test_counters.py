@@ -195,3 +195,18 @@ def test_gpu_of_the_serving_process_where_known():
                            np.array([T0 + S // 5] * 2), np.array([T0 + 4 * S // 5] * 2),
                            np.array([77, 5]))[GPU_UTIL]
     assert got[0] == pytest.approx(0.02) and got[1] == pytest.approx(0.97)
+
+
+def test_memory_pressure_takes_its_share_of_the_waiting():
+    shares = _shares({"cpu": 0.2, "io": 0.8}, {"cpu": 0.2, "io": 0.8})
+    ev = _ev(2, **{"system.pressure.memory.some": 0.0, "system.paging.swap_in": 0.0,
+                   PSI_CPU: 0.0, "system.cpu.run_queue": 0.5, "system.cpu.logical.count": 2})
+    ev["system.pressure.memory.some"][:] = [0.6, 0.01]
+    ev["system.paging.swap_in"][:] = [1200.0, 0.0]
+    out, conf, notes = adjust(shares, np.full(2, 0.8), ev, np.zeros(2, bool), np.zeros(2),
+                              np.ones(2), np.zeros(2))
+    assert out[0, CLASSES.index("memory")] == pytest.approx(0.6)
+    assert out[0, CLASSES.index("io")] == pytest.approx(0.2)
+    assert "PSI memory 60%" in notes[0] and "1200 pages/s swapped in" in notes[0]
+    assert out[1, CLASSES.index("io")] == pytest.approx(0.8)  # 1 %: below the threshold
+    assert "host not saturated" in notes[1]
