@@ -210,3 +210,14 @@ def test_memory_pressure_takes_its_share_of_the_waiting():
     assert "PSI memory 60%" in notes[0] and "1200 pages/s swapped in" in notes[0]
     assert out[1, CLASSES.index("io")] == pytest.approx(0.8)  # 1 %: below the threshold
     assert "host not saturated" in notes[1]
+
+
+def test_a_remote_model_servers_inference_is_not_judged_by_this_hosts_gpu():
+    """This host's GPU is idle, but the inference went to a server elsewhere: its verdict stays
+    what the span says (server-reported model time: gpu), not 'the GPU was idle'."""
+    shares = _shares({"gpu": 1.0}, {"gpu": 1.0})
+    ev = _ev(2, **{GPU_UTIL: 0.01})
+    out, conf, notes = adjust(shares, np.full(2, 0.8), ev, np.ones(2, bool), np.zeros(2),
+                              np.zeros(2), np.zeros(2), server_local=np.array([False, True]))
+    assert [CLASSES[k] for k in np.argmax(out, axis=1)] == ["gpu", "io"]
+    assert notes[0] is None and "GPU idle" in notes[1]

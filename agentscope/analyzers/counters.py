@@ -12,7 +12,8 @@ and the span alone cannot say on what. The counters over the same interval can:
   work waited on the host;
 * **memory**: PSI ``memory some`` (tasks stalled on reclaim, swap-in, refaults): that share of
   the waiting is ``memory``;
-* **GPU**, for an ``inference``: its GPUs (those its process holds memory on, per NVML, where
+* **GPU**, for an ``inference`` served on its own host (``server.address`` local, or its
+  process holds GPU memory): its GPUs (those its process holds memory on, per NVML, where
   known; else the busiest of its host) busy (≥ 50 %) make its waiting ``gpu``;
   idle (< 10 %) make it ``queue`` when the model server had requests waiting, else ``io``
   (waiting on something that is not this GPU); in between it is split by utilization. A KV
@@ -43,6 +44,7 @@ GPU_UTIL = "hw.gpu.utilization"
 KV_CACHE = "model_server.kv_cache.usage"
 PREEMPTIONS = "model_server.preemptions"
 SERVER_WAITING = "model_server.requests.waiting"
+GPU_OF_PROCESS = "agentscope.gpu_of_process"  # not a sample: 1 where the span's GPU is known
 METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, PSI_IO, SWAP_IN, HOST_FAULTS, HOST_CPU,
            TREE_WAIT, GPU_UTIL, KV_CACHE, PREEMPTIONS, SERVER_WAITING)
 
@@ -136,6 +138,7 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
                 if (host, d) in per_gpu:
                     known = np.fmax(known, per_gpu[(host, d)][sel])
             out[GPU_UTIL][sel] = known
+            out.setdefault(GPU_OF_PROCESS, np.zeros(n))[sel] = 1.0
     return out
 
 
@@ -181,9 +184,13 @@ def section_counters_sql(con: Any, hosts: Any, start: Any, end: Any) -> dict:
 
 
 def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.ndarray,
-           ivcsw: np.ndarray, vcsw: np.ndarray, child_cpu: np.ndarray) -> tuple:
+           ivcsw: np.ndarray, vcsw: np.ndarray, child_cpu: np.ndarray,
+           server_local: "np.ndarray | None" = None) -> tuple:
     """Section shares and confidences changed by the counters ``ev`` (see the module
-    docstring); returns (shares, confidence, notes), notes an object array of str or None."""
+    docstring); returns (shares, confidence, notes), notes an object array of str or None.
+    ``server_local``: the inference's server is on this host (``server.address``); the GPU
+    rules apply only there, or where the span's process is known to use the GPU (a remote
+    model server's GPU is not this host's)."""
     n = len(shares)
     shares = shares.copy()
     confidence = confidence.copy()
@@ -239,7 +246,10 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
 
     # 3. inferences: what the GPU and the model server were doing while they waited
     util, kv, pre, queued = get(GPU_UTIL), get(KV_CACHE), get(PREEMPTIONS), get(SERVER_WAITING)
-    known = inference & ~np.isnan(util)
+    here = np.asarray(server_local, dtype=bool) if server_local is not None else \
+        np.ones(n, dtype=bool)
+    here = here | (ev.get(GPU_OF_PROCESS, np.zeros(n)) > 0)
+    known = inference & here & ~np.isnan(util)
     waiting = shares[:, io_k] + shares[:, gpu_k]
     kv_full = inference & (np.nan_to_num(kv) >= KV_FULL) & (np.nan_to_num(pre) > 0)
     busy = known & (util >= GPU_BUSY) & ~kv_full

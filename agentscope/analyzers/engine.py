@@ -106,7 +106,8 @@ def _analyze(cols: dict, counters: Any = None) -> Analysis:
             inference = ~is_gap & (np.asarray(stages, dtype=object)[row] == "inference")
             sec_shares, sec_conf, notes = adjust(
                 sec_shares, sec_conf, ev, inference, np.where(is_gap, 0, col("ivcsw")),
-                np.where(is_gap, 0, col("vcsw")), np.where(is_gap, 0, col("child_cpu_ns")))
+                np.where(is_gap, 0, col("vcsw")), np.where(is_gap, 0, col("child_cpu_ns")),
+                server_local=~is_gap & col("server_local").astype(bool))
             sec_cls = np.where(is_gap, _IO, np.argmax(sec_shares, axis=1))
 
     # 3. per-task sums
