@@ -252,7 +252,8 @@ class FakeNVML:
 def test_nvml_readings_from_recorded_answers():
     src = NvidiaGPU(FakeNVML())
     got = src.sample(2 * S)
-    util0 = [(r.ts_ns, r.value) for r in got if r.metric == "hw.gpu.utilization" and r.device == "gpu0"]
+    util0 = [(r.ts_ns, r.value) for r in got
+             if r.metric == "hw.gpu.utilization" and r.device == "gpu0"]
     # the driver's own samples, each at its own time (a burst between polls is kept)
     assert util0 == [(1_000_000_000, 0.1), (1_166_000_000, 1.0), (1_333_000_000, 0.9)]
     by = _by_metric(got)
@@ -310,10 +311,10 @@ def test_vllm_metrics_become_model_server_readings():
     assert first[("model_server.requests.running", "127.0.0.1:8000")] == 8
     assert first[("model_server.requests.waiting", "127.0.0.1:8000")] == 3
     assert first[("model_server.kv_cache.usage", "127.0.0.1:8000")] == 0.97
-    later = VLLM_1.replace("_total{engine=\"0\",model_name=\"m\"} 10.0",
-                           "_total{engine=\"0\",model_name=\"m\"} 14.0")
-    later = later.replace("_sum{engine=\"0\",model_name=\"m\"} 20.0", "_sum{engine=\"0\",model_name=\"m\"} 26.0")
-    later = later.replace("_count{engine=\"0\",model_name=\"m\"} 10.0", "_count{engine=\"0\",model_name=\"m\"} 12.0")
+    labels = '{engine="0",model_name="m"}'
+    later = (VLLM_1.replace(f"_total{labels} 10.0", f"_total{labels} 14.0")
+             .replace(f"_sum{labels} 20.0", f"_sum{labels} 26.0")
+             .replace(f"_count{labels} 10.0", f"_count{labels} 12.0"))
     got = _by_metric(src.readings(later, 2 * S))
     assert got[("model_server.preemptions", "127.0.0.1:8000")] == 2.0  # per second
     assert got[("model_server.time_to_first_token", "127.0.0.1:8000")] == 3.0  # 6 s / 2
@@ -373,7 +374,8 @@ def test_sampler_survives_a_failing_source_and_reports_absent_ones(tmp_path):
     rows = list(samplefile.read(str(s.path)))
     up = {r.source: r.value for r in rows if r.metric == "agentscope.collector.up"}
     assert up == {"broken": 1.0, "counting": 1.0, "gpu.nvidia": 0.0}
-    assert not [r for r in rows if r.source == "gpu.nvidia" and r.metric != "agentscope.collector.up"]
+    assert not [r for r in rows
+                if r.source == "gpu.nvidia" and r.metric != "agentscope.collector.up"]
     errors = [r.value for r in rows if r.metric == "agentscope.collector.errors"]
     assert errors and errors[-1] >= 5
     values = [r.value for r in rows if r.metric == "test.value"]

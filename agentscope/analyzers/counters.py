@@ -216,13 +216,13 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
         why = []
         if not np.isnan(psi[i]):
             why.append(f"PSI cpu {psi[i]:.0%}")
-        if not np.isnan(runq[i]):
+        if not np.isnan(runq[i]) and not np.isnan(cores[i]):
             why.append(f"run queue {runq[i]:.1f} on {cores[i]:.0f} cores")
         thread = (f"thread preempted {int(ivcsw[i])}x, blocked {int(vcsw[i])}x"
                   if ivcsw[i] > vcsw[i] else
                   f"agent's processes waiting for a CPU {tree[i]:.2f} threads on average")
-        notes[i].append(f"host CPU saturated ({', '.join(why)}; {thread}): "
-                        f"its off-CPU time was runnable work waiting for a CPU ({move[i]:.0%} of the section)")
+        notes[i].append(f"host CPU saturated ({', '.join(why)}; {thread}): its off-CPU time "
+                        f"was runnable work waiting for a CPU ({move[i]:.0%} of the section)")
     shares[:, cpu_k] += move
     shares[:, io_k] -= move
     confidence = np.where(move > 1e-6, np.maximum(confidence, 0.7), confidence)
