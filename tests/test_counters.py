@@ -221,3 +221,17 @@ def test_a_remote_model_servers_inference_is_not_judged_by_this_hosts_gpu():
                               np.zeros(2), np.zeros(2), server_local=np.array([False, True]))
     assert [CLASSES[k] for k in np.argmax(out, axis=1)] == ["gpu", "io"]
     assert notes[0] is None and "GPU idle" in notes[1]
+
+
+def test_an_inference_spinning_on_a_busy_gpu_is_gpu_and_one_on_an_idle_gpu_is_cpu():
+    """CUDA synchronises by spinning: an inference waiting for its GPU shows ~100 % on-CPU.
+    With the GPU busy meanwhile that is GPU work; with it idle (a model run on the CPU) it
+    stays cpu."""
+    shares = _shares({"cpu": 0.97, "io": 0.03}, {"cpu": 0.97, "io": 0.03})
+    ev = _ev(2, **{GPU_UTIL: 0.0})
+    ev[GPU_UTIL][:] = [0.99, 0.0]
+    out, conf, notes = adjust(shares, np.full(2, 0.8), ev, np.ones(2, bool), np.zeros(2),
+                              np.zeros(2), np.zeros(2), server_local=np.ones(2, bool))
+    assert out[0, CLASSES.index("gpu")] == pytest.approx(1.0)
+    assert "host side of the GPU work" in notes[0]
+    assert out[1, CLASSES.index("cpu")] == pytest.approx(0.97)

@@ -14,7 +14,8 @@ and the span alone cannot say on what. The counters over the same interval can:
   the waiting is ``memory``;
 * **GPU**, for an ``inference`` served on its own host (``server.address`` local, or its
   process holds GPU memory): its GPUs (those its process holds memory on, per NVML, where
-  known; else the busiest of its host) busy (≥ 50 %) make its waiting ``gpu``;
+  known; else the busiest of its host) busy (≥ 50 %) make its waiting ``gpu``, and its
+  on-CPU time too (launching kernels and spin-waiting for them: CUDA synchronises by spinning);
   idle (< 10 %) make it ``queue`` when the model server had requests waiting, else ``io``
   (waiting on something that is not this GPU); in between it is split by utilization. A KV
   cache near full (≥ 90 %) with preemptions makes it ``memory``.
@@ -261,6 +262,11 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     new_io = np.where(busy | queued_idle | kv_full, 0.0,
                       np.where(mid, waiting - new_gpu,
                                np.where(idle, waiting, shares[:, io_k])))
+    # on-CPU time of an inference while its GPU was busy is the host side of GPU work:
+    # launching kernels and, mostly, spin-waiting in synchronisation (CUDA's default)
+    spun = np.where(busy, shares[:, cpu_k], 0.0)
+    shares[:, cpu_k] -= spun
+    new_gpu = new_gpu + spun
     shares[:, q_k] += np.where(queued_idle, waiting, 0.0)
     shares[:, mem_k] += np.where(kv_full, waiting, 0.0)
     shares[:, gpu_k] = new_gpu
@@ -270,7 +276,9 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
             notes[i].append(f"model server KV cache {kv[i]:.0%} full, {pre[i]:.2g} "
                             "preemptions/s")
         elif busy[i]:
-            notes[i].append(f"GPU busy {util[i]:.0%} while it waited")
+            notes[i].append(f"GPU busy {util[i]:.0%} meanwhile" + (
+                f"; its on-CPU time ({spun[i]:.0%} of the section) was the host side of the "
+                "GPU work (launching, waiting for it)" if spun[i] > 0.05 else ""))
         elif queued_idle[i]:
             notes[i].append(f"GPU idle ({util[i]:.0%}) with {queued[i]:.1f} requests "
                             "waiting at the model server")
