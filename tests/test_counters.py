@@ -235,3 +235,16 @@ def test_an_inference_spinning_on_a_busy_gpu_is_gpu_and_one_on_an_idle_gpu_is_cp
     assert out[0, CLASSES.index("gpu")] == pytest.approx(1.0)
     assert "host side of the GPU work" in notes[0]
     assert out[1, CLASSES.index("cpu")] == pytest.approx(0.97)
+
+
+@pytest.mark.slow
+def test_the_prepared_gpu_device_check_runs_its_cpu_path(tmp_path):
+    """benchmarks/gpu_device_check.py is the script to run when a GPU machine is lent; here,
+    without a GPU, its CPU path must run and pass its own checks."""
+    script = Path(__file__).parents[1] / "benchmarks" / "gpu_device_check.py"
+    r = subprocess.run([sys.executable, str(script), "--out", str(tmp_path / "g"),
+                        "--tasks", "1"], capture_output=True, text=True, timeout=180,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "checks passed" in r.stdout
+    assert json.loads((tmp_path / "g" / "report.json").read_text())["tasks"]
