@@ -502,3 +502,25 @@ def test_sampler_keeps_going_when_it_cannot_write(tmp_path, caplog):
     s.tick(0, final=True)  # must not raise
     assert s.write_errors == 1 and s.rounds == 1
     assert "cannot write" in caplog.text
+
+
+def test_a_forked_child_does_not_write_the_parents_samples(tmp_path):
+    code = textwrap.dedent(f"""
+        import os, time, agentscope
+        agentscope.init({str(tmp_path)!r}, collect=20)
+        time.sleep(0.3)  # rounds buffered (written once a second)
+        pid = os.fork()
+        if pid == 0:
+            agentscope.shutdown()  # as a worker's atexit would
+            os._exit(0)
+        os.waitpid(pid, 0)
+        agentscope.shutdown()
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60,
+                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": ""})
+    (f,) = tmp_path.glob("samples-*-collector.jsonl")
+    rows = list(samplefile.read(str(f)))
+    up = [r for r in rows if r.metric == "agentscope.collector.up"]
+    assert len(up) == len({r.source for r in up})  # the start lines once, not twice
+    keys = [(r.ts_ns, r.source, r.metric, r.device, r.pid) for r in rows]
+    assert len(keys) == len(set(keys))

@@ -18,6 +18,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -68,6 +69,10 @@ class Sampler:
         self._cpu_mark: Optional[tuple] = None
         self._last_self_ns = 0
         self._started = False
+        self._forked = False
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: _after_fork(ref))
 
     # ---- one round ----------------------------------------------------------------------------
     def tick(self, now_ns: Optional[int] = None, final: bool = False) -> int:
@@ -207,6 +212,8 @@ class Sampler:
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Stop, take a last sample, close the file. Idempotent."""
+        if self._forked:  # a forked child: the parent's sampler is not ours to finish
+            return
         self._stop.set()
         t = self._thread
         if t is not None and t is not threading.current_thread():
@@ -229,6 +236,25 @@ class Sampler:
             except OSError:
                 pass
             self._fd = None
+
+
+def _after_fork(ref: "weakref.ref[Sampler]") -> None:
+    """In a forked child, the parent's sampler stays the parent's: its thread is gone here, and
+    writing its buffered rounds or a last round from the child would duplicate them."""
+    s = ref()
+    if s is None:
+        return
+    s._forked = True
+    s._pending, s._pending_bytes = [], 0
+    s._stop.set()
+    s._thread = None
+    if s._fd is not None:
+        try:
+            os.close(s._fd)  # the child's copy only
+        except OSError:
+            pass
+        s._fd = None
+    s._lock = threading.Lock()  # it may have been held by the parent's sampling thread
 
 
 def default_sources(pid: Optional[int] = None, *, root: str = "/proc", per_core: bool = True,
