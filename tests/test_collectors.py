@@ -524,3 +524,16 @@ def test_a_forked_child_does_not_write_the_parents_samples(tmp_path):
     assert len(up) == len({r.source for r in up})  # the start lines once, not twice
     keys = [(r.ts_ns, r.source, r.metric, r.device, r.pid) for r in rows]
     assert len(keys) == len(set(keys))
+
+
+def test_an_instrumented_child_of_a_sampling_process_does_not_sample_again(tmp_path):
+    child = "import agentscope; agentscope.init(); agentscope.shutdown()"
+    code = textwrap.dedent(f"""
+        import subprocess, sys, agentscope
+        agentscope.init({str(tmp_path)!r})
+        subprocess.run([sys.executable, "-c", {child!r}], check=True)
+        agentscope.shutdown()
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60,
+                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": "", "AGENTSCOPE_COLLECT": "1"})
+    assert len(list(tmp_path.glob("samples-*-collector.jsonl"))) == 1
