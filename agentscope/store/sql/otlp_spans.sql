@@ -4,8 +4,19 @@
 -- {accounting} is replaced by the list of agentscope's accounting attribute names, and
 -- {min_epoch_ns} by formats.spanfile.MIN_EPOCH_NS (smaller start times are another unit).
 WITH rs AS (SELECT unnest(resourceSpans) AS rs FROM otlp_arrow),
-ss AS (SELECT rs.resource.attributes AS res, unnest(rs.scopeSpans) AS ss FROM rs),
-sp AS (SELECT coalesce(res, []) AS res, ss.scope.name AS scope, unnest(ss.spans) AS sp FROM ss),
+-- the resource's attributes are read once per resource, not once per span
+ss AS (
+    SELECT list_filter(coalesce(rs.resource.attributes, []),
+                       lambda a: a.key = 'service.name')[1].value.stringValue AS service,
+           list_filter(coalesce(rs.resource.attributes, []),
+                       lambda a: a.key = 'host.name')[1].value.stringValue AS host,
+           TRY_CAST(list_filter(coalesce(rs.resource.attributes, []),
+                                lambda a: a.key = 'process.pid')[1].value.intValue AS INTEGER)
+               AS pid,
+           unnest(rs.scopeSpans) AS ss
+    FROM rs
+),
+sp AS (SELECT service, host, pid, ss.scope.name AS scope, unnest(ss.spans) AS sp FROM ss),
 flat AS (
     SELECT
         sp.traceId AS raw_trace, sp.spanId AS raw_span, sp.parentSpanId AS raw_parent,
@@ -13,18 +24,18 @@ flat AS (
         TRY_CAST(sp.startTimeUnixNano AS BIGINT) AS start_ns,
         TRY_CAST(sp.endTimeUnixNano AS BIGINT) AS end_ns,
         coalesce(sp.status.code, 0) AS status_code, sp.status.message AS status_message,
-        coalesce(sp.attributes, []) AS attributes, scope,
-        list_filter(res, lambda a: a.key = 'service.name')[1].value.stringValue AS service,
-        list_filter(res, lambda a: a.key = 'host.name')[1].value.stringValue AS host,
-        TRY_CAST(list_filter(res, lambda a: a.key = 'process.pid')[1].value.intValue AS INTEGER)
-            AS pid,
+        coalesce(sp.attributes, []) AS all_attributes, scope, service, host, pid,
         coalesce(len(sp.events), 0) + coalesce(len(sp.links), 0) AS extras
     FROM sp
 ),
 typed AS (
+    -- accounting attributes (read into columns) apart from the rest (kept as JSON); the
+    -- accounting lookups below then scan a few entries, not every attribute
     SELECT *,
-        list_filter(attributes, lambda a: NOT list_contains({accounting}, a.key)) AS kept,
-        list_filter(attributes, lambda a: a.key = 'agentscope.stage')[1].value.stringValue
+        list_filter(all_attributes, lambda a: NOT list_contains({accounting}, a.key)) AS kept,
+        list_filter(all_attributes, lambda a: list_contains({accounting}, a.key))
+            AS attributes,
+        list_filter(all_attributes, lambda a: a.key = 'agentscope.stage')[1].value.stringValue
             AS stage
     FROM flat
 )
