@@ -537,3 +537,26 @@ def test_an_instrumented_child_of_a_sampling_process_does_not_sample_again(tmp_p
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60,
                    env={**os.environ, "AGENTSCOPE_TRACE_DIR": "", "AGENTSCOPE_COLLECT": "1"})
     assert len(list(tmp_path.glob("samples-*-collector.jsonl"))) == 1
+
+
+def test_a_blocking_source_does_not_delay_the_others(tmp_path):
+    class Slow:
+        name = "slow"
+        background = True
+        min_interval_s = 0.05
+
+        def sample(self, now_ns):
+            time.sleep(0.3)  # an unreachable server, say
+            from agentscope.collectors import Reading
+            return [Reading("slow.value", 1.0)]
+
+    good = Counting()
+    s = Sampler(tmp_path, [Slow(), good], interval_s=0.02)
+    stop = threading.Event()
+    threading.Timer(0.7, stop.set).start()
+    s.run(stop)
+    s.stop()
+    assert good.n >= 20  # ~35 rounds in 0.7 s; a blocked loop would have done ~3
+    rows = list(samplefile.read(str(s.path)))
+    assert any(r.metric == "slow.value" for r in rows)
+    assert {r.source for r in rows if r.metric == "agentscope.collector.up"} >= {"slow"}

@@ -15,7 +15,8 @@ Readings (``device`` = the endpoint's ``host:port``, so several servers can shar
 
 Series with several label sets (one per model) are summed, except the KV-cache usage, of
 which the highest is kept. A scrape that fails raises (the sampler counts it and goes on: the
-server may come up later). At most ``min_interval_s`` between scrapes (default 0.25 s).
+server may come up later). Scrapes run on their own thread (``background``), every
+``min_interval_s`` (default 0.25 s), so an unreachable server never delays the other sources.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class PrometheusEndpoint:
     """Scrape ``url`` (e.g. ``http://127.0.0.1:8000/metrics``)."""
 
     name = "model_server"
+    background = True  # an HTTP scrape may block: the sampler gives it its own thread
 
     def __init__(self, url: str, timeout_s: float = 0.5, min_interval_s: float = 0.25) -> None:
         self.url = url if "://" in url else f"http://{url}"

@@ -59,6 +59,9 @@ class Sampler:
         self._next_due = {id(s): 0 for s in self.sources}
         self._fd: Optional[int] = None
         self._middles: dict = {}
+        self._buf_lock = threading.Lock()
+        self._foreground = [s for s in self.sources if not getattr(s, "background", False)]
+        self._background_threads: list = []
         self.flush_interval_ns = int(flush_interval_s * 1e9)
         self._pending: list = []
         self._pending_bytes = 0
@@ -81,7 +84,7 @@ class Sampler:
         now = time.time_ns() if now_ns is None else now_ns
         host = self.host
         encode, record = samplefile.encode, SampleRecord
-        lines = []
+        lines: list = []
         if not self._started:
             self._started = True
             for s in self.sources:
@@ -89,39 +92,20 @@ class Sampler:
             for name, reason in self.absent:
                 lines.append(encode(record(now, host, None, name, None, f"{SELF}.up", 0.0)))
                 log.info("agentscope collector: %s absent: %s", name, reason)
-        for s in self.sources:
+        for s in self._foreground:
             key = id(s)
             if now < self._next_due[key]:
                 continue
             self._next_due[key] = now + int(getattr(s, "min_interval_s", 0) * 1e9) - 1000
-            try:
-                readings = s.sample(now)
-            except Exception as e:  # a source must never stop the sampler
-                self.errors[s.name] += 1
-                log_once(f"collector:{s.name}:{type(e).__name__}",
-                         "agentscope collector: %s failed (%s: %s); counted, retrying every "
-                         "round", s.name, type(e).__name__, e)
-                continue
-            name = s.name
-            cache = self._middles
-            for r in readings:
-                # a line is '{"ts_ns":<ts>' + the same middle for this series + '<value>}':
-                # the middle is encoded once per series (samplefile.encode gives the same line)
-                key = (name, r.metric, r.device, r.pid)
-                middle = cache.get(key)
-                if middle is None:
-                    line = encode(record(0, host, r.pid, name, r.device, r.metric, 0.0))
-                    middle = cache[key] = line[len('{"ts_ns":0'):line.rindex('"value":') + 8]
-                value = float(r.value)
-                lines.append(f'{{"ts_ns":{now if r.ts_ns is None else r.ts_ns}{middle}'
-                             f'{repr(value) if math.isfinite(value) else "null"}}}\n')
+            self._read(s, now, lines)
         if final or now - self._last_self_ns >= 1_000_000_000:
             lines.extend(self._self_readings(now))
         self.rounds += 1
-        self.samples += len(lines)
-        if lines:
-            self._pending.append("".join(lines))
-            self._pending_bytes += len(self._pending[-1])
+        with self._buf_lock:
+            self.samples += len(lines)
+            if lines:
+                self._pending.append("".join(lines))
+                self._pending_bytes += len(self._pending[-1])
         if final or self._pending_bytes >= 256 << 10 or \
                 now - self._last_flush_ns >= self.flush_interval_ns:
             self.flush(now)
@@ -130,10 +114,50 @@ class Sampler:
     def flush(self, now_ns: Optional[int] = None) -> None:
         """Write the rounds sampled since the last write (one write)."""
         self._last_flush_ns = time.time_ns() if now_ns is None else now_ns
-        if self._pending:
+        with self._buf_lock:
             text = "".join(self._pending)
             self._pending, self._pending_bytes = [], 0
+        if text:
             self._write(text)
+
+    def _read(self, s: Source, now: int, lines: list) -> None:
+        """Sample ``s`` and append its readings as lines."""
+        try:
+            readings = s.sample(now)
+        except Exception as e:  # a source must never stop the sampler
+            self.errors[s.name] += 1
+            log_once(f"collector:{s.name}:{type(e).__name__}",
+                     "agentscope collector: %s failed (%s: %s); counted, retrying every "
+                     "round", s.name, type(e).__name__, e)
+            return
+        name, host = s.name, self.host
+        cache = self._middles
+        for r in readings:
+            # a line is '{"ts_ns":<ts>' + the same middle for this series + '<value>}':
+            # the middle is encoded once per series (samplefile.encode gives the same line)
+            key = (name, r.metric, r.device, r.pid)
+            middle = cache.get(key)
+            if middle is None:
+                line = samplefile.encode(SampleRecord(0, host, r.pid, name, r.device,
+                                                      r.metric, 0.0))
+                middle = cache[key] = line[len('{"ts_ns":0'):line.rindex('"value":') + 8]
+            value = float(r.value)
+            lines.append(f'{{"ts_ns":{now if r.ts_ns is None else r.ts_ns}{middle}'
+                         f'{repr(value) if math.isfinite(value) else "null"}}}\n')
+
+    def _background(self, s: Source, stop: threading.Event) -> None:
+        """A source that may block (a model server over HTTP) samples on its own thread, so
+        that a slow or unreachable endpoint never delays the others."""
+        period = max(float(getattr(s, "min_interval_s", 0) or 0), self.interval_s)
+        while not stop.is_set() and not self._stop.is_set() and not self._forked:
+            lines: list = []
+            self._read(s, time.time_ns(), lines)
+            if lines:
+                with self._buf_lock:
+                    self.samples += len(lines)
+                    self._pending.append("".join(lines))
+                    self._pending_bytes += len(self._pending[-1])
+            stop.wait(period)
 
     def _self_readings(self, now: int) -> list:
         self._last_self_ns = now
@@ -177,6 +201,12 @@ class Sampler:
         """Sample until ``until`` (or :meth:`stop`) is set, keeping to the interval's grid."""
         stop = until or self._stop
         period = self.interval_s
+        for s in self.sources:
+            if getattr(s, "background", False):
+                t = threading.Thread(target=self._background, args=(s, stop), daemon=True,
+                                     name=f"agentscope-sampler-{s.name}")
+                t.start()
+                self._background_threads.append(t)
         next_t = time.monotonic()
         while not stop.is_set() and not self._stop.is_set():
             with self._lock:
@@ -196,6 +226,8 @@ class Sampler:
                 time.sleep(delay)
             else:
                 stop.wait(delay)
+        for t in self._background_threads:
+            t.join(2.0)
         with self._lock:
             try:
                 self.tick(final=True)  # a last round, so the series covers the whole run
@@ -255,6 +287,8 @@ def _after_fork(ref: "weakref.ref[Sampler]") -> None:
             pass
         s._fd = None
     s._lock = threading.Lock()  # it may have been held by the parent's sampling thread
+    s._buf_lock = threading.Lock()
+    s._background_threads = []
 
 
 def default_sources(pid: Optional[int] = None, *, root: str = "/proc", per_core: bool = True,
