@@ -61,8 +61,8 @@ def test_host_cpu_on_recorded_proc_stat(tmp_path):
     src = HostCPU(str(tmp_path))
     first = _by_metric(src.sample(0))
     assert ("system.cpu.utilization", None) not in first  # a rate needs two samples
-    # runnable tasks from loadavg's "4/300", less the sampler itself (every round)
-    assert first[("system.cpu.run_queue", None)] == 3
+    # runnable tasks (procs_running, less the sampler itself)
+    assert first[("system.cpu.run_queue", None)] == 4
     assert first[("system.cpu.logical.count", None)] == 2
     assert first[("system.cpu.load_average.1m", None)] == 3.5
     _proc(tmp_path, {"stat": STAT_2})
@@ -72,9 +72,11 @@ def test_host_cpu_on_recorded_proc_stat(tmp_path):
     assert second[("system.cpu.utilization", "cpu0")] == pytest.approx(1.0)
     assert second[("system.cpu.utilization", "cpu1")] == pytest.approx(0.5)
     assert second[("system.processes.blocked", None)] == 0
-    # /proc/stat moves in 10 ms ticks: read at most every 50 ms; the run queue every round
+    # /proc/stat moves in 10 ms ticks: read at most every 50 ms; in between, the run queue
+    # comes from loadavg's "4/300"
     soon = _by_metric(src.sample(S + S // 100))
-    assert ("system.cpu.utilization", None) not in soon and ("system.cpu.run_queue", None) in soon
+    assert ("system.cpu.utilization", None) not in soon
+    assert soon[("system.cpu.run_queue", None)] == 3
     (tmp_path / "loadavg").unlink()
     assert _by_metric(HostCPU(str(tmp_path)).sample(0))[("system.cpu.run_queue", None)] == 2
 
