@@ -242,8 +242,8 @@ def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
 
 
 _COLLECT_OPTIONS = [
-    click.option("--interval", type=float, default=0.1, show_default=True,
-                 help="Seconds between samples (0.1 = 10 Hz; 0.01 = 100 Hz)."),
+    click.option("--hz", type=float, default=10.0, show_default=True,
+                 help="Samples per second (ARCHITECTURE §6; 100 for short bursts)."),
     click.option("--model-server", "model_servers", multiple=True, metavar="URL",
                  help="Also scrape a vLLM/SGLang Prometheus endpoint, e.g. "
                       "http://127.0.0.1:8000/metrics (repeatable)."),
@@ -261,17 +261,17 @@ def _collect_options(f):
     return f
 
 
-def _sampler(out: str, pid: "int | None", interval: float, model_servers: tuple,
+def _sampler(out: str, pid: "int | None", hz: float, model_servers: tuple,
              no_gpu: bool, no_per_core: bool, proc_root: str):
     from .collectors import Sampler, default_sources
 
-    if not interval > 0:
-        raise click.UsageError("--interval must be positive")
+    if not hz > 0:
+        raise click.UsageError("--hz must be positive")
     sources, absent = default_sources(pid, root=proc_root, per_core=not no_per_core,
                                       gpus=not no_gpu, model_servers=model_servers)
     for name, reason in absent:
         click.echo(f"agentscope: {name} absent: {reason}", err=True)
-    return Sampler(out, sources, absent, interval_s=interval)
+    return Sampler(out, sources, absent, interval_s=1.0 / hz)
 
 
 @main.command()
@@ -281,7 +281,7 @@ def _sampler(out: str, pid: "int | None", interval: float, model_servers: tuple,
               help="Also watch this process and its descendants; stop when it exits.")
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
 @_collect_options
-def collect(out: str, pid: "int | None", duration: "float | None", interval: float,
+def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
             model_servers: tuple, no_gpu: bool, no_per_core: bool, proc_root: str) -> None:
     """Sample host, process-tree, GPU and model-server counters until stopped (a sidecar).
 
@@ -292,14 +292,14 @@ def collect(out: str, pid: "int | None", duration: "float | None", interval: flo
     \b
     Examples:
         agentscope collect --out traces/ --pid 4242
-        agentscope collect --out traces/ --interval 0.01 --model-server localhost:8000
+        agentscope collect --out traces/ --hz 100 --model-server localhost:8000
     """
     import os
     import signal
     import threading
     import time
 
-    sampler = _sampler(out, pid, interval, model_servers, no_gpu, no_per_core, proc_root)
+    sampler = _sampler(out, pid, hz, model_servers, no_gpu, no_per_core, proc_root)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
@@ -314,7 +314,7 @@ def collect(out: str, pid: "int | None", duration: "float | None", interval: flo
             stop.wait(0.05)
 
     threading.Thread(target=watch, daemon=True).start()
-    click.echo(f"agentscope: sampling every {interval:g} s into {sampler.path} "
+    click.echo(f"agentscope: sampling {hz:g} times a second into {sampler.path} "
                f"(sources: {', '.join(s.name for s in sampler.sources)})", err=True)
     sampler.run(stop)
     sampler.stop()
@@ -345,7 +345,7 @@ def _alive(pid: int) -> bool:
               show_default=True, help="Where the program's spans and the samples go.")
 @_collect_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(trace_dir: str, command: tuple, interval: float, model_servers: tuple, no_gpu: bool,
+def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu: bool,
         no_per_core: bool, proc_root: str) -> None:
     """Run COMMAND with tracing configured and its counters sampled.
 
@@ -357,7 +357,7 @@ def run(trace_dir: str, command: tuple, interval: float, model_servers: tuple, n
     \b
     Examples:
         agentscope run -- python my_agent.py --tasks 10
-        agentscope run --trace-dir traces/ --interval 0.01 -- ./run_agents.sh
+        agentscope run --trace-dir traces/ --hz 100 -- ./run_agents.sh
         agentscope analyze traces/
     """
     import os
@@ -380,7 +380,7 @@ def run(trace_dir: str, command: tuple, interval: float, model_servers: tuple, n
         signal.signal(sig, lambda signum, _frame: _forward(child, signum))
     sampler = None
     try:
-        sampler = _sampler(trace_dir, child.pid, interval, model_servers, no_gpu,
+        sampler = _sampler(trace_dir, child.pid, hz, model_servers, no_gpu,
                            no_per_core, proc_root)
         stop = threading.Event()
         thread = threading.Thread(target=sampler.run, args=(stop,), daemon=True)

@@ -474,7 +474,7 @@ def test_run_reports_a_missing_program(tmp_path):
 
 def test_collect_sidecar_stops_when_the_watched_process_exits(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.6)"])
-    r = _cli("collect", "--out", str(tmp_path), "--pid", str(child.pid), "--interval", "0.05")
+    r = _cli("collect", "--out", str(tmp_path), "--pid", str(child.pid), "--hz", "20")
     child.wait()
     assert r.returncode == 0, r.stderr
     rows = [json.loads(x) for f in tmp_path.glob("samples-*.jsonl")
@@ -484,7 +484,7 @@ def test_collect_sidecar_stops_when_the_watched_process_exits(tmp_path):
 
 def test_collect_stops_on_sigterm_and_flushes(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "collect", "--out",
-                          str(tmp_path), "--interval", "0.05", "--no-gpu"],
+                          str(tmp_path), "--hz", "20", "--no-gpu"],
                          stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
     while not list(tmp_path.glob("samples-*.jsonl")) and time.time() < deadline:

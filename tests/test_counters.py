@@ -147,7 +147,7 @@ def test_gpu_idle_and_what_the_critical_paths_did_meanwhile(tmp_path):
 def _run_and_analyze(tmp_path, *args, work_s="0.6"):
     env = {**os.environ, "CONTEND_WORK_S": work_s}
     r = subprocess.run([sys.executable, "-m", "agentscope.cli", "run", "--trace-dir",
-                        str(tmp_path), "--interval", "0.05", "--", sys.executable,
+                        str(tmp_path), "--hz", "20", "--", sys.executable,
                         str(WORKLOAD), *args], capture_output=True, text=True, timeout=120,
                        env=env)
     assert r.returncode == 0, r.stderr
