@@ -19,7 +19,7 @@ import numpy as np
 
 from .counters import adjust
 from .critical_path import walk_many
-from .evidence import CLASSES, IO, SpanFacts, classify, classify_columns
+from .evidence import CLASSES, IO, OFF_CPU_UNEXPLAINED, SpanFacts, classify, classify_columns
 from .tasks import SELF_TIME_STAGES, Analysis, LazySegments, Segment, TaskResult, gc_paused
 from .tasks import summarize
 
@@ -162,8 +162,7 @@ def _analyze(cols: dict, counters: Any = None) -> Analysis:
                         key=lambda k: end[k] - start[k], default=None)
                 if k is not None:
                     cls = CLASSES[sec_cls[k]]
-                    if notes[k]:
-                        reason = f"{reason}; {notes[k]}"
+                    reason = _with_note(reason, notes[k])
             evidence.append(f"{label}: {h / 1e9:.3g} s on the critical path "
                             f"({h / dur if dur else 0.0:.0%}), {cls}: {reason}")
         tasks.append(TaskResult(
@@ -244,6 +243,17 @@ def _root_strings(cols: dict, lo: int, hi: int, root: int) -> tuple:
     return trace_id, cols["lane"][root], cols["service"][root]
 
 
+def _with_note(reason: str, note: Any) -> str:
+    """The span's evidence followed by what the counters said; where they explained the
+    waiting (contention, memory pressure, the GPU), the span's own 'waiting on something
+    outside the process' is dropped."""
+    if not note:
+        return reason
+    if not note.startswith("host not saturated"):
+        reason = reason.replace(", " + OFF_CPU_UNEXPLAINED, "").replace(OFF_CPU_UNEXPLAINED, "")
+    return f"{reason}; {note}" if reason else note
+
+
 def _segment_builder(sections: Sections, a: int, b: int, span_ids: Any, names: Any,
                      stages: list, verdicts: _Verdicts) -> Any:
     def build() -> list:
@@ -260,8 +270,7 @@ def _segment_builder(sections: Sections, a: int, b: int, span_ids: Any, names: A
             shares, reason = v.shares, v.reason
             if sections.notes is not None:  # counters: the section's own shares
                 shares = {x: float(y) for x, y in zip(CLASSES, sections.shares[a + j]) if y}
-                if note:
-                    reason = f"{reason}; {note}"
+                reason = _with_note(reason, note)
             out.append(Segment(
                 span_ids[i] if i >= 0 else None, names[i] if i >= 0 else "(gap)",
                 stages[i] if i >= 0 else None, s0, e0, CLASSES[k], shares, c, reason))

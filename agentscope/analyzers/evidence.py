@@ -29,6 +29,8 @@ GPU, CPU, MEMORY, IO, QUEUE = (Resource.GPU.value, Resource.CPU.value, Resource.
 CLASSES = tuple(r.value for r in Resource)  # report order: gpu, cpu, memory, io, queue
 
 BUSY = 0.5  # on-CPU fraction at or above which self time counts as CPU work
+# what the span alone says of waiting it cannot explain (counters may explain it: counters.py)
+OFF_CPU_UNEXPLAINED = "off-CPU: waiting on something outside the process"
 MAJOR_FAULT_NS = 100_000  # a major fault costs about this much waiting (disk/swap read)
 
 
@@ -121,7 +123,7 @@ def classify(span: Optional[SpanFacts]) -> Verdict:
                 elif cls == GPU:
                     confidence = 0.4
             else:
-                cls, why = IO, "off-CPU: waiting on something outside the process"
+                cls, why = IO, OFF_CPU_UNEXPLAINED
             shares[cls] = shares.get(cls, 0.0) + wait_part
             if said:
                 notes.append(why)
