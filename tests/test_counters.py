@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import textwrap
 import sys
 from pathlib import Path
 
@@ -248,3 +249,68 @@ def test_the_prepared_gpu_device_check_runs_its_cpu_path(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "checks passed" in r.stdout
     assert json.loads((tmp_path / "g" / "report.json").read_text())["tasks"]
+
+
+def test_gil_contention_turns_a_computing_threads_waiting_into_cpu():
+    from agentscope.analyzers.counters import GIL_WAIT
+
+    shares = _shares({"cpu": 0.2, "io": 0.8}, {"cpu": 0.0, "io": 1.0}, {"cpu": 0.2, "io": 0.8})
+    ev = _ev(3, **{GIL_WAIT: 0.0})
+    ev[GIL_WAIT][:] = [0.0055, 0.0055, 0.0002]
+    out, conf, notes = adjust(shares, np.full(3, 0.8), ev, np.zeros(3, bool), np.zeros(3),
+                              np.full(3, 30), np.zeros(3))
+    assert out[0, CLASSES.index("cpu")] == pytest.approx(1.0)
+    assert "interpreter lock contended" in notes[0] and "5.5 ms" in notes[0]
+    assert out[1, CLASSES.index("io")] == pytest.approx(1.0)  # it never computed: I/O
+    assert out[2, CLASSES.index("io")] == pytest.approx(0.8)  # GIL free (0.2 ms: timer slack)
+
+
+def test_per_process_counters_join_only_that_process():
+    from agentscope.analyzers.counters import GIL_WAIT
+
+    store = Store()
+    _samples(store, [(T0 + k * S // 10, "h", 41, "python", None, GIL_WAIT, 0.006)
+                     for k in range(11)])
+    got = section_counters(store.con, np.array(["h", "h"], dtype=object),
+                           np.array([T0 + S // 5] * 2), np.array([T0 + 4 * S // 5] * 2),
+                           np.array([41, 42]))[GIL_WAIT]
+    assert got[0] == pytest.approx(0.006) and np.isnan(got[1])
+
+
+@pytest.mark.slow
+def test_threads_contending_for_the_gil_read_as_cpu_and_a_sleeper_as_io(tmp_path):
+    """Four threads of one process run Python for 0.4 s of CPU each: each holds the GIL a
+    quarter of the time and waits for it the rest, which span data reads as off-CPU. The
+    in-process sampler's GIL probe says what the wait was. A fifth thread sleeps: io."""
+    code = textwrap.dedent(f"""
+        import threading, time, agentscope
+        agentscope.init({str(tmp_path)!r}, collect=50)
+
+        def crunch(k):
+            with agentscope.task(f"crunch-{{k}}", new_trace=True):
+                with agentscope.stage("context", name="assemble"):
+                    end = time.thread_time() + 0.4
+                    while time.thread_time() < end:
+                        sum(range(200))
+
+        def nap():
+            with agentscope.task("nap", new_trace=True):
+                with agentscope.stage("tool", name="fetch"):
+                    time.sleep(1.0)
+
+        threads = [threading.Thread(target=crunch, args=(k,)) for k in range(4)]
+        threads.append(threading.Thread(target=nap))
+        for t in threads: t.start()
+        for t in threads: t.join()
+        agentscope.shutdown()
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
+                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": "", "AGENTSCOPE_COLLECT": ""})
+    r = subprocess.run([sys.executable, "-m", "agentscope.cli", "analyze", str(tmp_path),
+                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    tasks = {t["name"]: t for t in json.loads(r.stdout)["tasks"]}
+    assert tasks["nap"]["bottleneck"] == "io"
+    for k in range(4):
+        t = tasks[f"crunch-{k}"]
+        assert t["bottleneck"] == "cpu" and t["shares"]["cpu"] >= 0.85, t["evidence"]
+    assert any("interpreter lock" in tasks[f"crunch-{k}"]["evidence"][0] for k in range(4))

@@ -45,9 +45,13 @@ GPU_UTIL = "hw.gpu.utilization"
 KV_CACHE = "model_server.kv_cache.usage"
 PREEMPTIONS = "model_server.preemptions"
 SERVER_WAITING = "model_server.requests.waiting"
+GIL_WAIT = "agentscope.python.gil_wait"  # per process: the in-process sampler's GIL probe
 GPU_OF_PROCESS = "agentscope.gpu_of_process"  # not a sample: 1 where the span's GPU is known
+# joined on the span's own process (host and pid), not on its host
+PER_PROCESS = (GIL_WAIT,)
 METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, PSI_IO, SWAP_IN, HOST_FAULTS, HOST_CPU,
-           TREE_WAIT, GPU_UTIL, KV_CACHE, PREEMPTIONS, SERVER_WAITING)
+           TREE_WAIT, GPU_UTIL, KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT)
+GIL_CONTENDED = 0.002  # s late per wake-up: above timer slack, near the 5 ms switch interval
 
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
 MEMORY_PRESSURE = 0.05
@@ -102,12 +106,18 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     gpus_of = _gpus_of_processes(con) if pids is not None else {}
     per_gpu: dict = {}  # (host, device) -> means of that GPU's utilization
     offset = 0
-    for host, metric, device, _pid, count in keys:
+    for host, metric, device, series_pid, count in keys:
         ts, v = ts_all[offset:offset + count], val_all[offset:offset + count]
         offset += count
         sel = rows.get(host)
         if sel is None or not len(ts):
             continue
+        if metric in PER_PROCESS:  # only the sections of that process
+            if pids is None:
+                continue
+            sel = sel[np.asarray(pids)[sel] == series_pid]
+            if not len(sel):
+                continue
         integral = np.zeros(len(ts))
         if len(ts) > 1:
             np.cumsum(v[1:] * np.diff(ts).astype(np.float64), out=integral[1:])
@@ -227,6 +237,19 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     shares[:, cpu_k] += move
     shares[:, io_k] -= move
     confidence = np.where(move > 1e-6, np.maximum(confidence, 0.7), confidence)
+
+    # 1b. Python's interpreter lock: a thread that computed part of the section, in a process
+    # whose GIL was contended meanwhile, spent its off-CPU time waiting for the GIL
+    gil = get(GIL_WAIT)
+    gil_bound = (np.nan_to_num(gil) >= GIL_CONTENDED) & (shares[:, cpu_k] >= 0.05)
+    move = np.where(gil_bound, shares[:, io_k], 0.0)
+    for i in np.flatnonzero(move > 1e-6).tolist():
+        notes[i].append(f"Python's interpreter lock contended in its process (the agent's "
+                        f"sampler thread waited {gil[i] * 1e3:.1f} ms for it per wake-up): its "
+                        f"off-CPU time was waiting for the GIL ({move[i]:.0%} of the section)")
+    shares[:, cpu_k] += move
+    shares[:, io_k] -= move
+    confidence = np.where(move > 1e-6, np.maximum(confidence, 0.6), confidence)
 
     # 2. memory pressure: that share of what is still waiting
     psi_mem = get(PSI_MEMORY)

@@ -192,7 +192,8 @@ def _start_sampler(directory: Path, hz: float) -> Any:
         from ..collectors import Sampler, default_sources
 
         sources, absent = default_sources(pid=os.getpid())
-        sampler = Sampler(directory, sources, absent, interval_s=1.0 / hz).start()
+        sampler = Sampler(directory, sources, absent, interval_s=1.0 / hz,
+                          in_process=True).start()
         # child processes are in this process's tree and on this host: they must not sample
         # both again (an instrumented child inherits the environment)
         os.environ["AGENTSCOPE_COLLECT"] = "0"

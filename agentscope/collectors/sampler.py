@@ -8,7 +8,10 @@ It never stops because of a source: a source that raises is counted
 process that vanishes mid-sample is dropped from its tree. At start it writes
 ``agentscope.collector.up`` per source (1 = reading, 0 = absent here: no zeros are written in
 an absent source's place); about once a second its own cost, ``agentscope.collector.cpu``
-(CPU seconds per second of the sampling thread), and the interval it runs at.
+(CPU seconds per second of the sampling thread), and the interval it runs at. Inside the
+agent (``in_process``) it also writes, every round, how late its thread ran after waking
+(``agentscope.python.gil_wait``, seconds): with other threads of the process holding Python's
+interpreter lock, that is the wait for the GIL (the switch interval, 5 ms, or more).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..records import SampleRecord
 from .base import Source
 
 SELF = "agentscope.collector"
+GIL_WAIT = "agentscope.python.gil_wait"  # s the in-process sampler ran late after a wake-up
 
 
 def _safe(text: str) -> str:
@@ -41,7 +45,7 @@ class Sampler:
     def __init__(self, directory: "str | os.PathLike[str]", sources: Iterable[Source],
                  absent: Iterable[tuple] = (), interval_s: float = 0.1,
                  host: Optional[str] = None, tag: str = "collector",
-                 flush_interval_s: float = 1.0) -> None:
+                 flush_interval_s: float = 1.0, in_process: bool = False) -> None:
         self.directory = Path(directory)
         self.sources = list(sources)
         self.absent = list(absent)
@@ -60,6 +64,10 @@ class Sampler:
         self._fd: Optional[int] = None
         self._middles: dict = {}
         self._buf_lock = threading.Lock()
+        # inside the agent (init(collect=...)), how late the sampling thread runs after each
+        # wake-up is the wait for Python's interpreter lock: a GIL probe
+        self.in_process = in_process
+        self._late_s: Optional[float] = None
         self._foreground = [s for s in self.sources if not getattr(s, "background", False)]
         self._background_threads: list = []
         self.flush_interval_ns = int(flush_interval_s * 1e9)
@@ -98,6 +106,10 @@ class Sampler:
                 continue
             self._next_due[key] = now + int(getattr(s, "min_interval_s", 0) * 1e9) - 1000
             self._read(s, now, lines)
+        if self.in_process and self._late_s is not None:
+            lines.append(encode(record(now, host, self.pid, "python", None, GIL_WAIT,
+                                       self._late_s)))
+            self._late_s = None
         if final or now - self._last_self_ns >= 1_000_000_000:
             lines.extend(self._self_readings(now))
         self.rounds += 1
@@ -226,6 +238,8 @@ class Sampler:
                 time.sleep(delay)
             else:
                 stop.wait(delay)
+            if self.in_process:  # sleep returns once this thread holds the GIL again
+                self._late_s = max(time.monotonic() - next_t, 0.0)
         for t in self._background_threads:
             t.join(2.0)
         with self._lock:
