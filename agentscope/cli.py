@@ -367,7 +367,8 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
 
     env = dict(os.environ)
     env["AGENTSCOPE_TRACE_DIR"] = os.path.abspath(trace_dir)
-    env["AGENTSCOPE_COLLECT"] = "0"  # sampled here, once: not again inside the program
+    # sampled here, once; an instrumented program only probes its own interpreter lock
+    env["AGENTSCOPE_COLLECT"] = "gil"
     os.makedirs(trace_dir, exist_ok=True)
     try:
         child = subprocess.Popen(list(command), env=env)

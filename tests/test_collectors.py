@@ -436,7 +436,7 @@ def test_run_passes_the_exit_code_and_the_trace_dir(tmp_path):
             "'seen').write_text(os.environ['AGENTSCOPE_COLLECT']); sys.exit(7)")
     r = _cli("run", "--trace-dir", str(tmp_path), "--", sys.executable, "-c", code)
     assert r.returncode == 7, r.stderr
-    assert (tmp_path / "seen").read_text() == "0"  # sampled once, by run, not in the program
+    assert (tmp_path / "seen").read_text() == "gil"  # sampled by run; the program probes its GIL
     files = list(tmp_path.glob("samples-*-collector.jsonl"))
     assert len(files) == 1 and files[0].read_text().endswith("\n")
 

@@ -128,7 +128,9 @@ def init(trace_dir: "str | os.PathLike[str] | None" = None, service: Optional[st
 
     ``collect=True`` (or a rate in Hz) also samples host, process-tree and GPU counters on a
     daemon thread into the same directory (10 Hz by default; see agentscope.collectors).
-    ``AGENTSCOPE_COLLECT`` (``1`` or a rate) turns it on from the environment.
+    ``AGENTSCOPE_COLLECT`` (``1`` or a rate) turns it on from the environment; ``gil`` runs
+    only the probe of this process's interpreter lock (``agentscope run`` sets it: its own
+    sampler reads the rest).
     """
     global _atexit_registered
     with _init_lock:
@@ -167,36 +169,43 @@ def init(trace_dir: "str | os.PathLike[str] | None" = None, service: Optional[st
             atexit.register(_at_exit)
             _atexit_registered = True
         state.active = rt
-        hz = _collect_rate(collect, os.environ.get("AGENTSCOPE_COLLECT"))
+        hz, full = _collect_rate(collect, os.environ.get("AGENTSCOPE_COLLECT"))
         if hz:
-            rt.sampler = _start_sampler(config.trace_dir, hz)
+            rt.sampler = _start_sampler(config.trace_dir, hz, full)
         return rt
 
 
-def _collect_rate(collect: "bool | float", env: Optional[str]) -> float:
+def _collect_rate(collect: "bool | float", env: Optional[str]) -> tuple:
+    """(rate in Hz or 0, whether to read every source or only probe this process's GIL).
+    ``AGENTSCOPE_COLLECT``: ``1`` or a rate, ``gil`` (the probe only: set by ``agentscope run``
+    and for the children of a sampling process), or ``0``."""
     if env is not None and env.strip():
-        if env.strip().lower() in ("0", "false", "no", "off"):
-            return 0.0
+        value = env.strip().lower()
+        if value in ("0", "false", "no", "off"):
+            return 0.0, False
+        if value == "gil":
+            return 10.0, False
         try:
-            return float(env) if float(env) > 1 else 10.0
+            return (float(value) if float(value) > 1 else 10.0), True
         except ValueError:
-            return 10.0
+            return 10.0, True
     if collect is True:
-        return 10.0
-    return float(collect) if collect else 0.0
+        return 10.0, True
+    return (float(collect), True) if collect else (0.0, False)
 
 
-def _start_sampler(directory: Path, hz: float) -> Any:
-    """The in-process sampler (never lets a failure reach the application)."""
+def _start_sampler(directory: Path, hz: float, full: bool = True) -> Any:
+    """The in-process sampler (never lets a failure reach the application). ``full``: every
+    source; else only the GIL probe of this process (another sampler watches the rest)."""
     try:
         from ..collectors import Sampler, default_sources
 
-        sources, absent = default_sources(pid=os.getpid())
-        sampler = Sampler(directory, sources, absent, interval_s=1.0 / hz,
-                          in_process=True).start()
-        # child processes are in this process's tree and on this host: they must not sample
-        # both again (an instrumented child inherits the environment)
-        os.environ["AGENTSCOPE_COLLECT"] = "0"
+        sources, absent = default_sources(pid=os.getpid()) if full else ([], [])
+        sampler = Sampler(directory, sources, absent, interval_s=1.0 / hz, in_process=True,
+                          tag="collector" if full else "gil").start()
+        # child processes are in this process's tree and on this host: they only probe their
+        # own interpreter lock (an instrumented child inherits the environment)
+        os.environ["AGENTSCOPE_COLLECT"] = "gil"
         return sampler
     except Exception as e:
         log_once("collect", "agentscope: cannot start the counter sampler (%r); spans are "
