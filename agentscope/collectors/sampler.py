@@ -26,16 +26,13 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from .._log import log, log_once
+from ..capture.writer import _safe_host
 from ..formats import samplefile
 from ..records import SampleRecord
 from .base import Source
 
 SELF = "agentscope.collector"
 GIL_WAIT = "agentscope.python.gil_wait"  # s the in-process sampler ran late after a wake-up
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "._" else "_" for c in text)[:64] or "host"
 
 
 class Sampler:
@@ -54,7 +51,7 @@ class Sampler:
             raise ValueError(f"interval must be positive, got {interval_s}")
         self.host = host or socket.gethostname()
         self.pid = os.getpid()
-        self.path = self.directory / (f"{samplefile.FILE_PREFIX}{_safe(self.host)}-{self.pid}-"
+        self.path = self.directory / (f"{samplefile.FILE_PREFIX}{_safe_host(self.host)}-{self.pid}-"
                                       f"{int(time.time() * 1000)}-{tag}{samplefile.FILE_SUFFIX}")
         self.errors = {s.name: 0 for s in self.sources}
         self.rounds = 0
