@@ -418,7 +418,7 @@ def test_in_process_collection_with_init(tmp_path):
         agentscope.shutdown()
     """)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60,
-                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": ""})
+                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": ""}, cwd=tmp_path)
     files = list(tmp_path.glob("samples-*-collector.jsonl"))
     assert len(files) == 1
     metrics = {r.metric for r in samplefile.read(str(files[0]))}
@@ -519,7 +519,7 @@ def test_a_forked_child_does_not_write_the_parents_samples(tmp_path):
         agentscope.shutdown()
     """)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60,
-                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": ""})
+                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": ""}, cwd=tmp_path)
     (f,) = tmp_path.glob("samples-*-collector.jsonl")
     rows = list(samplefile.read(str(f)))
     up = [r for r in rows if r.metric == "agentscope.collector.up"]
@@ -537,8 +537,14 @@ def test_an_instrumented_child_of_a_sampling_process_does_not_sample_again(tmp_p
         agentscope.shutdown()
     """)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60,
-                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": "", "AGENTSCOPE_COLLECT": "1"})
+                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": "", "AGENTSCOPE_COLLECT": "1"},
+                   cwd=tmp_path)
     assert len(list(tmp_path.glob("samples-*-collector.jsonl"))) == 1
+    # the child found the parent's directory (an empty AGENTSCOPE_TRACE_DIR counts as unset)
+    # and probes only its own interpreter lock there
+    (gil,) = tmp_path.glob("samples-*-gil.jsonl")
+    assert {r.metric for r in samplefile.read(str(gil))} >= {"agentscope.python.gil_wait"}
+    assert not (tmp_path / "traces").exists()
 
 
 def test_a_blocking_source_does_not_delay_the_others(tmp_path):

@@ -305,7 +305,8 @@ def test_threads_contending_for_the_gil_read_as_cpu_and_a_sleeper_as_io(tmp_path
         agentscope.shutdown()
     """)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
-                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": "", "AGENTSCOPE_COLLECT": ""})
+                   env={**os.environ, "AGENTSCOPE_TRACE_DIR": "", "AGENTSCOPE_COLLECT": ""},
+                   cwd=tmp_path)
     r = subprocess.run([sys.executable, "-m", "agentscope.cli", "analyze", str(tmp_path),
                         "--format", "json"], capture_output=True, text=True, timeout=120)
     tasks = {t["name"]: t for t in json.loads(r.stdout)["tasks"]}

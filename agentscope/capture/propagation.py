@@ -127,7 +127,8 @@ def fill_env(env: dict) -> None:
             env["TRACESTATE"] = sc.trace_state.to_header()
         else:
             env.pop("TRACESTATE", None)
-    env.setdefault("AGENTSCOPE_TRACE_DIR", str(rt.trace_dir))
+    if not env.get("AGENTSCOPE_TRACE_DIR"):  # unset or empty (empty counts as unset)
+        env["AGENTSCOPE_TRACE_DIR"] = str(rt.trace_dir)
 
 
 def trace_env(env: Optional[Mapping[str, str]] = None) -> dict:
