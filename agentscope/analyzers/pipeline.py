@@ -12,6 +12,12 @@ from .engine import analyze_columns
 from .tasks import Analysis, gc_paused
 
 
+# for the counters of the span's host: its 1-based position in the list of hosts given as the
+# parameter (0: none); its process; the context switches of its thread (not netted)
+COUNTER_COLUMNS = """coalesce(list_position(?::VARCHAR[], s.host), 0) AS host_code,
+    coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw, coalesce(s.pid, -1) AS pid,"""
+
+
 def analyze_store(store: Store, save: bool = True) -> Analysis:
     """Analyse everything in the store; with ``save``, replace the tasks/critical_path views.
     Counter samples in the store (agentscope.collectors) join each critical-path section."""
@@ -24,9 +30,10 @@ def analyze_store(store: Store, save: bool = True) -> Analysis:
                 store.con, hosts, start, end, pids))
         if save:
             store.save_analysis(_task_rows(analysis), _section_rows(analysis))
-            gpu = gpu_idle(store.con)
-            if gpu:
-                analysis.summary["gpu"] = gpu
+            if "host" in analysis.columns:  # there are counters
+                gpu = gpu_idle(store.con)
+                if gpu:
+                    analysis.summary["gpu"] = gpu
     return analysis
 
 
@@ -37,9 +44,19 @@ def fetch_columns(store: Store) -> dict:
     tuples for a million spans."""
     import numpy as np
 
-    hosts = [h for (h,) in store.con.execute(
-        "SELECT DISTINCT host FROM spans WHERE host IS NOT NULL ORDER BY host").fetchall()]
-    arrays = store.con.execute(sql("analysis_input.sql"), [hosts]).fetchnumpy()
+    from .counters import METRICS
+
+    # the columns the counter join needs, only when there are counters to join
+    with_counters = bool(store.con.execute(
+        "SELECT 1 FROM samples WHERE metric IN (SELECT unnest(?)) LIMIT 1",
+        [list(METRICS)]).fetchall())
+    hosts: list = []
+    if with_counters:
+        hosts = [h for (h,) in store.con.execute(
+            "SELECT DISTINCT host FROM spans WHERE host IS NOT NULL ORDER BY host").fetchall()]
+    query = sql("analysis_input.sql").replace(
+        "{counter_columns}", COUNTER_COLUMNS if with_counters else "")
+    arrays = store.con.execute(query, [hosts] if with_counters else []).fetchnumpy()
     idx = np.asarray(arrays.pop("idx"), dtype=np.int64)
     where = np.empty_like(idx)  # row of each position
     where[idx] = np.arange(len(idx))
@@ -55,9 +72,9 @@ def fetch_columns(store: Store) -> dict:
     # stages come as codes (1-based positions in Stage order, 0 for none): one shared string
     # object per stage instead of one per span
     names = np.array([None] + [s.value for s in Stage], dtype=object)
-    # hosts likewise: one shared string per host
-    cols["host"] = np.array([None] + hosts, dtype=object)[
-        np.asarray(cols.pop("host_code"), dtype=np.int64)]
+    if with_counters:  # hosts likewise: one shared string per host
+        cols["host"] = np.array([None] + hosts, dtype=object)[
+            np.asarray(cols.pop("host_code"), dtype=np.int64)]
     cols["stage_code"] = np.asarray(cols["stage_code"], dtype=np.int64)
     cols["stage"] = names[cols["stage_code"]]
     return cols

@@ -13,13 +13,14 @@
 --   own_faults its major faults (thread + children processes) minus its children's.
 -- Children on another thread or process did not use this thread, so they are not netted.
 -- The parent is found once (one join on the string ids); the netting sums group by its idx.
+-- The counter_columns placeholder (in braces, below) becomes COUNTER_COLUMNS
+-- (analyzers/pipeline.py) when the store has counter samples to join, else nothing.
 WITH base AS (
     SELECT
         row_number() OVER (ORDER BY trace_id, start_ns, span_id) - 1 AS idx,
         dense_rank() OVER (ORDER BY trace_id) AS trace_no,
         trace_id, span_id, parent_span_id, name, stage, kind, start_ns, end_ns, pid, tid,
-        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, attrs, service, host,
-        pid
+        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, attrs, service, host
     FROM spans
 ),
 linked AS (
@@ -79,10 +80,7 @@ SELECT s.idx, s.trace_no,
     coalesce(s.a[5] = 'loop', false) AS loop,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.a[6] END AS lane,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service,
-    -- for the counters of the span's host: its 1-based position in the list of hosts given
-    -- as the parameter (0: none); context switches of its thread (not netted)
-    coalesce(list_position(?::VARCHAR[], s.host), 0) AS host_code,
-    coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw, coalesce(s.pid, -1) AS pid,
+    {counter_columns}
     s.parent_idx
 FROM attributed s
 LEFT JOIN kid k ON k.idx = s.idx
