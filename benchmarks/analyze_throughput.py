@@ -218,6 +218,8 @@ def run(args, work: Path) -> int:
         joined.append((len(start), time.perf_counter() - t0))
         return got
 
+    with gc_paused():  # with samples in the store, the input carries the counter columns
+        cols = fetch_columns(store)
     analysis = analyze_columns(cols, counters=counters)
     n_sections, join_s = joined[0]
     figures[f"counter join ({n_sections} sections, {4 * ticks} samples)"] = (n_spans, join_s)
