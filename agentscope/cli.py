@@ -350,9 +350,10 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
     """Run COMMAND with tracing configured and its counters sampled.
 
     The program finds the trace directory through AGENTSCOPE_TRACE_DIR (agentscope.init()
-    needs no argument), so an instrumented program needs no change. Signals (Ctrl-C,
-    SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2) are forwarded to it; the exit code is its exit code
-    (128 + N if it was killed by signal N); the samples are flushed before exiting.
+    needs no argument), so an instrumented program needs no change. Signals (SIGINT, SIGTERM,
+    SIGHUP, SIGQUIT, SIGUSR1/2) are forwarded to it (a Ctrl-C at the terminal reaches it
+    directly, once); the exit code is its exit code (128 + N if it was killed by signal N);
+    the samples are flushed before exiting.
 
     \b
     Examples:
@@ -405,10 +406,28 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
 
 
 def _forward(child, signum: int) -> None:
+    import signal
+
+    if signum == signal.SIGINT and _terminal_sent_it_to_the_group():
+        return  # Ctrl-C reached the program already (same foreground process group)
     try:
         child.send_signal(signum)
     except (ProcessLookupError, OSError):
         pass
+
+
+def _terminal_sent_it_to_the_group() -> bool:
+    """Whether this process (and so its child, which shares its process group) is in the
+    terminal's foreground group: a Ctrl-C from there is delivered to both, so forwarding it
+    would interrupt the program twice."""
+    import os
+
+    for fd in (0, 1, 2):
+        try:
+            return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
 
 
 def _latest(samples: list, metric: str) -> float:

@@ -568,3 +568,27 @@ def test_a_blocking_source_does_not_delay_the_others(tmp_path):
     rows = list(samplefile.read(str(s.path)))
     assert any(r.metric == "slow.value" for r in rows)
     assert {r.source for r in rows if r.metric == "agentscope.collector.up"} >= {"slow"}
+
+
+def test_run_forwards_sigint_sent_to_it_alone(tmp_path):
+    """`kill -INT <agentscope run>` (not a Ctrl-C at a terminal) reaches the program."""
+    ready = tmp_path / "ready"
+    code = textwrap.dedent(f"""
+        import pathlib, sys, time
+        pathlib.Path({str(ready)!r}).write_text("1")
+        try:
+            time.sleep(30)
+        except KeyboardInterrupt:
+            pathlib.Path({str(tmp_path / 'got')!r}).write_text("int")
+            sys.exit(3)
+    """)
+    p = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "run", "--trace-dir",
+                          str(tmp_path), "--", sys.executable, "-c", code],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 30
+    while not ready.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(30) == 3
+    assert (tmp_path / "got").read_text() == "int"
