@@ -224,7 +224,7 @@ class Sampler:
                 except Exception as e:  # the sampler must survive anything
                     log_once(f"collector:round:{type(e).__name__}",
                              "agentscope collector: sampling round failed (%r)", e)
-            next_t += period
+            next_t += self._period(period)
             delay = next_t - time.monotonic()
             if delay < 0:  # fell behind (a slow source, a suspended VM): skip, don't burst
                 next_t = time.monotonic()
@@ -244,6 +244,14 @@ class Sampler:
                 self.tick(final=True)  # a last round, so the series covers the whole run
             except Exception as e:
                 log_once("collector:final", "agentscope collector: last round failed (%r)", e)
+
+    def _period(self, period: float) -> float:
+        """The wait before the next round. A sampler that only probes the GIL (no sources)
+        of a process running no other Python thread than the main one waits a second: with
+        one thread there is no one to contend with, and each wake-up costs CPU."""
+        if self.in_process and not self.sources and threading.active_count() <= 2:
+            return max(period, 1.0)
+        return period
 
     def start(self) -> "Sampler":
         """Sample on a daemon thread."""
