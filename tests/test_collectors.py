@@ -592,3 +592,12 @@ def test_run_forwards_sigint_sent_to_it_alone(tmp_path):
     p.send_signal(signal.SIGINT)
     assert p.wait(30) == 3
     assert (tmp_path / "got").read_text() == "int"
+
+
+def test_the_gil_probe_slows_down_while_there_is_no_other_thread(tmp_path, monkeypatch):
+    probe = Sampler(tmp_path, [], interval_s=0.1, in_process=True, tag="gil")
+    full = Sampler(tmp_path, [Counting()], interval_s=0.1, in_process=True)
+    monkeypatch.setattr(threading, "active_count", lambda: 2)  # main + the probe
+    assert probe._period(0.1) == 1.0 and full._period(0.1) == 0.1
+    monkeypatch.setattr(threading, "active_count", lambda: 5)
+    assert probe._period(0.1) == 0.1
