@@ -2,7 +2,9 @@
 task whose tool burns a fixed amount of CPU time, in its own thread (``inline``) or in a child
 process (``child``). With more agents than cores, each tool gets only part of a core: the rest
 of its time it is runnable and waiting. Run it under ``agentscope run`` (the sampler watches
-this launcher and its agents). ``contend.py sleep`` runs one agent whose tool waits on I/O."""
+this launcher and its agents). ``CONTEND_CPUS=0,1`` confines them to those CPUs (so that a
+machine with many cores is contended too). ``contend.py sleep`` runs one agent whose tool
+waits on I/O."""
 
 import os
 import subprocess
@@ -47,6 +49,9 @@ def main() -> None:
         agent("sleep")
     else:
         n, mode = int(what), sys.argv[2] if len(sys.argv) > 2 else "inline"
+        cpus = os.environ.get("CONTEND_CPUS")
+        if cpus:  # the agents share these CPUs only (inherited by every child)
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
         procs = [subprocess.Popen([sys.executable, __file__, "agent", mode]) for _ in range(n)]
         sys.exit(max(p.wait() for p in procs))
 
