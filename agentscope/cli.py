@@ -325,6 +325,8 @@ def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
 def _alive(pid: int) -> bool:
     import os
 
+    from .collectors.proctree import stat_fields
+
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -333,8 +335,7 @@ def _alive(pid: int) -> bool:
         return True
     try:  # a zombie (exited, not yet reaped) is not running
         with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return data[data.rfind(b")") + 2:][:1] != b"Z"
+            return stat_fields(f.read())[:1] != [b"Z"]
     except OSError:
         return True
 

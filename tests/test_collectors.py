@@ -431,6 +431,16 @@ def _cli(*args, **kw):
                           text=True, timeout=60, **kw)
 
 
+def _run_until_ready(tmp_path, code: str, ready, **popen):
+    """`agentscope run` of a Python program that writes ``ready`` once it is set up."""
+    p = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "run", "--trace-dir",
+                          str(tmp_path), "--", sys.executable, "-c", code], **popen)
+    deadline = time.time() + 30
+    while not ready.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    return p
+
+
 def test_run_passes_the_exit_code_and_the_trace_dir(tmp_path):
     code = ("import os, sys, pathlib; pathlib.Path(os.environ['AGENTSCOPE_TRACE_DIR'], "
             "'seen').write_text(os.environ['AGENTSCOPE_COLLECT']); sys.exit(7)")
@@ -452,12 +462,7 @@ def test_run_forwards_signals_and_reports_death_by_signal(tmp_path):
         pathlib.Path({str(ready)!r}).write_text("1")
         time.sleep(30)
     """)
-    p = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "run", "--trace-dir",
-                          str(tmp_path), "--", sys.executable, "-c", code],
-                         stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    while not ready.exists() and time.time() < deadline:
-        time.sleep(0.05)
+    p = _run_until_ready(tmp_path, code, ready, stderr=subprocess.PIPE, text=True)
     p.send_signal(signal.SIGTERM)
     assert p.wait(30) == 0
     assert (tmp_path / "got").read_text() == str(int(signal.SIGTERM))
@@ -582,13 +587,9 @@ def test_run_forwards_sigint_sent_to_it_alone(tmp_path):
             pathlib.Path({str(tmp_path / 'got')!r}).write_text("int")
             sys.exit(3)
     """)
-    p = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "run", "--trace-dir",
-                          str(tmp_path), "--", sys.executable, "-c", code],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 30
-    while not ready.exists() and time.time() < deadline:
-        time.sleep(0.05)
+    p = _run_until_ready(tmp_path, code, ready, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
     p.send_signal(signal.SIGINT)
     assert p.wait(30) == 3
     assert (tmp_path / "got").read_text() == "int"

@@ -102,14 +102,3 @@ class Deltas:
     def rate(self, key: object, value: float, now_ns: int) -> Optional[float]:
         d = self.delta(key, value, now_ns)
         return None if d is None else d[0] / d[1]
-
-    def keys(self) -> list:
-        return list(self._last)
-
-    def forget(self, keep: "set | None" = None) -> None:
-        """Drop the state of keys not in ``keep`` (processes that are gone)."""
-        if keep is None:
-            self._last.clear()
-        else:
-            for k in [k for k in self._last if k not in keep]:
-                del self._last[k]

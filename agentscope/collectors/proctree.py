@@ -63,8 +63,9 @@ class _Member:
             f.close()
 
 
-def _stat_fields(data: bytes) -> list:  # noqa: D103
-    # after the last ')' (the command name may hold spaces and parentheses): field 3 onwards
+def stat_fields(data: bytes) -> list:
+    """The fields of a ``/proc/<pid>/stat`` line from field 3 (the state) on: those after the
+    last ')', since the command name may hold spaces and parentheses."""
     return data[data.rfind(b")") + 2:].split()
 
 
@@ -96,7 +97,7 @@ class ProcessTree:
     def _add(self, pid: int) -> Optional[_Member]:
         try:
             stat = ProcFile(f"{self.root}/{pid}/stat", 1024)
-            f = _stat_fields(stat.read())
+            f = stat_fields(stat.read())
         except OSError:
             return None
         m = _Member(pid, stat, f[19] if len(f) > 19 else b"")
@@ -210,8 +211,7 @@ class ProcessTree:
                 gone.append(pid)
             elif stat_round:
                 try:
-                    data = m.stat.read()
-                    f = data[data.rfind(b")") + 2:].split()
+                    f = stat_fields(m.stat.read())
                 except OSError:
                     f = ()
                 if len(f) < 22 or f[19] != m.start:  # gone (or its pid reused)
