@@ -36,10 +36,8 @@ CORES = "system.cpu.logical.count"
 RUN_QUEUE = "system.cpu.run_queue"
 PSI_CPU = "system.pressure.cpu.some"
 PSI_MEMORY = "system.pressure.memory.some"
-PSI_IO = "system.pressure.io.some"
 SWAP_IN = "system.paging.swap_in"
 HOST_FAULTS = "system.paging.major_faults"
-HOST_CPU = "system.cpu.utilization"
 TREE_WAIT = "agentscope.tree.runqueue_wait"
 GPU_UTIL = "hw.gpu.utilization"
 KV_CACHE = "model_server.kv_cache.usage"
@@ -49,8 +47,9 @@ GIL_WAIT = "agentscope.python.gil_wait"  # per process: the in-process sampler's
 GPU_OF_PROCESS = "agentscope.gpu_of_process"  # not a sample: 1 where the span's GPU is known
 # joined on the span's own process (host and pid), not on its host
 PER_PROCESS = (GIL_WAIT,)
-METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, PSI_IO, SWAP_IN, HOST_FAULTS, HOST_CPU,
-           TREE_WAIT, GPU_UTIL, KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT)
+# the counters the rules below read (each one joined to every section: no more than these)
+METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, SWAP_IN, HOST_FAULTS, TREE_WAIT, GPU_UTIL,
+           KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT)
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
 
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts

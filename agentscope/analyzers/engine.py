@@ -73,10 +73,11 @@ def _analyze(cols: dict, counters: Any = None) -> Analysis:
     if not heads:
         return Analysis([], summarize([]), None, cols)
 
-    # 2. every span classified at once; row n is the gap between roots
+    # 2. every span classified at once
     shares, confidence, cls = classify_columns(
-        cols.get("stage_code", cols["stage"]), cols["start_ns"], cols["end_ns"], cols["own_cpu"], cols["own_wall"],
-        cols["own_faults"], cols["queue_s"], cols["model_s"], cols["server_local"], cols["loop"])
+        cols.get("stage_code", cols["stage"]), cols["start_ns"], cols["end_ns"],
+        cols["own_cpu"], cols["own_wall"], cols["own_faults"], cols["queue_s"],
+        cols["model_s"], cols["server_local"], cols["loop"])
     # ... and gathered per section; a gap (span -1) is classified as classify(None) says
     task = task_of_trace[np.asarray(w.trace, dtype=np.int64)]  # sections exist under roots only
     span = np.asarray(w.span, dtype=np.int64)
