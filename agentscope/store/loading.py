@@ -27,6 +27,7 @@ from ..formats.spanfile import MIN_EPOCH_NS
 from ..records import SpanRecord
 from . import otlp
 from .duckdb_store import SPAN_COLUMNS, sql
+from .tracedir import capture_kind, hidden
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
 SAMPLE_COLUMNS = {"ts_ns": "BIGINT", "host": "VARCHAR", "pid": "INTEGER", "source": "VARCHAR",
@@ -75,14 +76,12 @@ def sources(trace_dir: "str | os.PathLike[str]") -> tuple:
     root = Path(trace_dir)
     found, ignored = [], []
     for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+        if hidden(root, path) or not path.is_file():
             continue
-        name = path.name
-        if name.startswith(spanfile.FILE_PREFIX) and name.endswith(spanfile.FILE_SUFFIX):
-            found.append(_Source(path, str(rel), "spans"))
-        elif name.startswith(samplefile.FILE_PREFIX) and name.endswith(samplefile.FILE_SUFFIX):
-            found.append(_Source(path, str(rel), "samples"))
+        rel, name = path.relative_to(root), path.name
+        kind = capture_kind(name)
+        if kind:
+            found.append(_Source(path, str(rel), kind))
         elif name.endswith((".json", ".jsonl", ".ndjson")):
             with open(path, "rb") as f:
                 head = f.read(65536)

@@ -36,17 +36,29 @@ class TraceDir:
     duplicates: int = 0  # spans seen again with the same (trace_id, span_id); first one kept
 
 
+def capture_kind(name: str) -> Optional[str]:
+    """``spans`` or ``samples`` for the name of one of our capture files, else None."""
+    if name.endswith(spanfile.FILE_SUFFIX):
+        if name.startswith(spanfile.FILE_PREFIX):
+            return "spans"
+        if name.startswith(samplefile.FILE_PREFIX):
+            return "samples"
+    return None
+
+
+def hidden(root: Path, path: Path) -> bool:
+    """Whether ``path`` is, or is inside, a hidden entry below ``root`` (e.g. .agentscope/)."""
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
 def capture_files(directory: "str | os.PathLike[str]") -> list[tuple[str, Path]]:
     """Our capture files below ``directory`` (recursively), as (kind, path), sorted by path."""
     root = Path(directory)
     found = []
     for path in sorted(root.rglob("*" + spanfile.FILE_SUFFIX)):
-        if any(part.startswith(".") for part in path.relative_to(root).parts):
-            continue
-        if path.name.startswith(spanfile.FILE_PREFIX):
-            found.append(("spans", path))
-        elif path.name.startswith(samplefile.FILE_PREFIX):
-            found.append(("samples", path))
+        kind = capture_kind(path.name)
+        if kind and not hidden(root, path):
+            found.append((kind, path))
     return found
 
 
