@@ -186,7 +186,7 @@ def test_process_tree_on_recorded_proc(tmp_path):
 
 
 def test_process_tree_follows_real_children_that_come_and_go():
-    src = ProcessTree(os.getpid(), discover_interval_s=0)
+    src = ProcessTree(os.getpid(), discover_interval_s=0, stat_interval_s=0)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         src.sample(time.time_ns())

@@ -24,9 +24,10 @@ class HostCPU:
     * ``system.cpu.utilization``: busy share of all cores (0..1), and of each core (device
       ``cpuN``) when ``per_core``; from ``/proc/stat``, at most every ``stat_interval_s``
       (0.05 s): its counters move in 10 ms ticks, so a shorter interval only adds noise;
-    * ``system.cpu.logical.count``, ``system.processes.blocked`` (tasks in uninterruptible
-      sleep, mostly disk I/O), with the utilization;
-    * ``system.cpu.load_average.1m`` (at most once a second).
+    * ``system.processes.blocked`` (tasks in uninterruptible sleep, mostly disk I/O), with
+      the utilization;
+    * ``system.cpu.load_average.1m`` and ``system.cpu.logical.count`` (at most once a
+      second).
     """
 
     name = "host.cpu"
@@ -45,25 +46,39 @@ class HostCPU:
         self._last_stat = -(1 << 62)
 
     def sample(self, now_ns: int) -> list:
-        out = []
+        return self.parse(now_ns, self.snapshot(now_ns))
+
+    def snapshot(self, now_ns: int) -> tuple:
+        """(loadavg bytes or None, /proc/stat bytes or None, whether the load is due)."""
         stat_due = now_ns - self._last_stat >= self.stat_interval_ns
         load_due = now_ns - self._last_load >= 1_000_000_000
         load = None
         if self.loadavg is not None and (load_due or not stat_due):
             # the run queue from loadavg where /proc/stat is not read this round (one read
             # fewer: after the sampler wakes, each costs tens of µs here)
-            load = self.loadavg.read().split()
-            running = load[3].partition(b"/")[0] if len(load) > 3 else b""
-            if running.isdigit() and not stat_due:
-                out.append(Reading("system.cpu.run_queue", max(int(running) - 1, 0)))
+            load = self.loadavg.read()
             if load_due:
                 self._last_load = now_ns  # a one-minute average: once a second is plenty
+        stat = None
+        if stat_due:
+            self._last_stat = now_ns
+            stat = self.stat.read()
+        return load, stat, load_due
+
+    def parse(self, now_ns: int, snap: tuple) -> list:
+        load_text, stat, load_due = snap
+        out = []
+        if load_text is not None:
+            load = load_text.split()
+            running = load[3].partition(b"/")[0] if len(load) > 3 else b""
+            if running.isdigit() and stat is None:
+                out.append(Reading("system.cpu.run_queue", max(int(running) - 1, 0)))
+            if load_due:
                 out.append(Reading("system.cpu.load_average.1m", float(load[0])))
-        if not stat_due:
+        if stat is None:
             return out
-        self._last_stat = now_ns
         cores = 0
-        for line in self.stat.read().split(b"\n"):
+        for line in stat.split(b"\n"):
             if line.startswith(b"cpu"):
                 parts = line.split()
                 label = parts[0]
@@ -83,7 +98,8 @@ class HostCPU:
                 out.append(Reading("system.cpu.run_queue", max(int(line.split()[1]) - 1, 0)))
             elif line.startswith(b"procs_blocked"):
                 out.append(Reading("system.processes.blocked", int(line.split()[1])))
-        out.append(Reading("system.cpu.logical.count", cores))
+        if load_due:  # it does not change: once a second
+            out.append(Reading("system.cpu.logical.count", cores))
         return out
 
 
@@ -113,14 +129,20 @@ class Pressure:
         self._last_slow = -(1 << 62)
 
     def sample(self, now_ns: int) -> list:
-        out = []
+        return self.parse(now_ns, self.snapshot(now_ns))
+
+    def snapshot(self, now_ns: int) -> list:
+        """[(resource, file bytes)] of the files due this round."""
         slow = now_ns - self._last_slow >= self.slow_interval_ns
         if slow:
             self._last_slow = now_ns
-        for res, f in self.files.items():
-            if res != "cpu" and not slow:
-                continue
-            for line in f.read().split(b"\n"):
+            return [(res, f.read()) for res, f in self.files.items()]
+        return [("cpu", self.files["cpu"].read())]
+
+    def parse(self, now_ns: int, snap: list) -> list:
+        out = []
+        for res, text in snap:
+            for line in text.split(b"\n"):
                 if not line:
                     continue
                 kind, _, rest = line.partition(b" ")
@@ -164,7 +186,13 @@ class Memory:
         self.deltas = Deltas()
 
     def sample(self, now_ns: int) -> list:
-        text = self.meminfo.read()
+        return self.parse(now_ns, self.snapshot(now_ns))
+
+    def snapshot(self, now_ns: int) -> tuple:
+        return self.meminfo.read(), None if self.vmstat is None else self.vmstat.read()
+
+    def parse(self, now_ns: int, snap: tuple) -> list:
+        text, vmstat = snap
         values = {name: _field(text, key) for key, name in self._MEMINFO.items()}
         out = []
         total, available = values["total"], values["available"]
@@ -176,8 +204,8 @@ class Memory:
         if values["swap_total"] is not None and values["swap_free"] is not None:
             out.append(Reading("system.swap.usage",
                                (values["swap_total"] - values["swap_free"]) * 1024))
-        if self.vmstat is not None:
-            text = b"\n" + self.vmstat.read()
+        if vmstat is not None:
+            text = b"\n" + vmstat
             for key, metric in self._VMSTAT.items():
                 value = _field(text, key)
                 if value is not None:
@@ -233,9 +261,16 @@ class DiskNet:
         self.deltas = Deltas()
 
     def sample(self, now_ns: int) -> list:
+        return self.parse(now_ns, self.snapshot(now_ns))
+
+    def snapshot(self, now_ns: int) -> tuple:
+        return self.diskstats.read(), None if self.netdev is None else self.netdev.read()
+
+    def parse(self, now_ns: int, snap: tuple) -> list:
+        diskstats, netdev = snap
         read = written = 0
         busiest = None
-        for line in self.diskstats.read().split(b"\n"):
+        for line in diskstats.split(b"\n"):
             f = line.split()
             if len(f) < 14 or (self.disks and f[2] not in self.disks):
                 continue
@@ -254,9 +289,9 @@ class DiskNet:
                 out.append(Reading(metric, rate))
         if busiest is not None:
             out.append(Reading("system.disk.utilization", busiest))
-        if self.netdev is not None:
+        if netdev is not None:
             rx = tx = 0
-            for line in self.netdev.read().split(b"\n")[2:]:
+            for line in netdev.split(b"\n")[2:]:
                 name, _, rest = line.partition(b":")
                 f = rest.split()
                 if len(f) < 9 or name.strip() == b"lo":

@@ -10,14 +10,15 @@ For each member process (``pid`` set on the reading; once a second by default,
 * ``process.runqueue_wait``: time its threads spent runnable but waiting for a CPU, per
   second (``/proc/<pid>/task/<tid>/schedstat``): CPU contention seen from the agent.
 
-And for the whole tree (``pid`` = the root), every sample:
+And for the whole tree (``pid`` = the root), every round:
 
 * ``agentscope.tree.cpu.utilization``: cores used by the tree, including children that ran
   and were reaped between two samples (their CPU reaches the parent's ``cutime``);
 * ``agentscope.tree.runqueue_wait``: average number of the tree's threads that were runnable
   and waiting (0.5 = one thread waited half the interval);
-* ``agentscope.tree.memory.rss``, ``agentscope.tree.processes``, ``agentscope.tree.threads``,
-  ``agentscope.tree.major_faults`` (per second, with reaped children's).
+* once a second, ``agentscope.tree.memory.rss``, ``agentscope.tree.processes``,
+  ``agentscope.tree.threads``, ``agentscope.tree.major_faults`` (per second, with reaped
+  children's).
 
 Every round reads one file per thread: ``schedstat`` (its on-CPU and run-queue time in ns,
 exact at any rate); each process's ``stat`` (RSS, faults, the CPU of the children it reaped,
@@ -167,6 +168,11 @@ class ProcessTree:
 
     # ---- sampling ---------------------------------------------------------------------------
     def sample(self, now_ns: int) -> list:
+        return self.parse(now_ns, self.snapshot(now_ns))
+
+    def snapshot(self, now_ns: int) -> tuple:
+        """Only the reads: each member's threads' ``schedstat`` (None where it failed: the
+        thread is gone) and, once a second, its ``stat``; the tree is walked when due."""
         if now_ns - self._last_discover >= self.discover_interval_ns:
             self._discover(now_ns)
         stat_round = self._last_stat is None or now_ns - self._last_stat >= self.stat_interval_ns
@@ -177,20 +183,49 @@ class ProcessTree:
             or now_ns - self._last_per_process >= self.per_process_ns)
         if per_process:
             self._last_per_process = now_ns
+        reads = []
+        for m in self.members.values():
+            got = []
+            for tid, sf in m.threads.items():
+                try:
+                    got.append((tid, sf.read()))
+                except OSError:
+                    got.append((tid, None))
+            st = None
+            if stat_round:
+                try:
+                    st = m.stat.read()
+                except OSError:
+                    st = b""
+            reads.append((m, got, st))
+        return reads, stat_round, per_process
+
+    def _forget_thread(self, m: _Member, tid: int) -> None:
+        f = m.threads.pop(tid, None)
+        if f is not None:
+            f.close()
+        m.last.pop(tid, None)
+        f = m.children.pop(tid, None)
+        if f is not None:
+            f.close()
+
+    def parse(self, now_ns: int, snap: tuple) -> list:
+        reads, stat_round, per_process = snap
         out = []
         used_ns = waited_ns = threads = 0
         gone = []
-        for pid, m in self.members.items():
-            for tid, sf in list(m.threads.items()):
+        members = self.members
+        for m, got, st in reads:
+            if members.get(m.pid) is not m:  # dropped since this snapshot was taken
+                continue
+            for tid, data in got:
                 try:
-                    st = sf.read().split()
-                    run, wait, sl = int(st[0]), int(st[1]), int(st[2])
-                except (OSError, IndexError, ValueError):
-                    m.threads.pop(tid).close()
-                    m.last.pop(tid, None)
-                    cf = m.children.pop(tid, None)
-                    if cf is not None:
-                        cf.close()
+                    fields = data.split()
+                    run, wait, sl = int(fields[0]), int(fields[1]), int(fields[2])
+                except (AttributeError, IndexError, ValueError):  # None or empty: gone
+                    self._forget_thread(m, tid)
+                    continue
+                if tid not in m.threads:  # forgotten by an earlier snapshot's parse
                     continue
                 prev = m.last.get(tid)
                 m.last[tid] = (run, wait, sl)
@@ -208,15 +243,13 @@ class ProcessTree:
                     m.slices += d_sl
             threads += len(m.threads)
             if not m.threads:
-                gone.append(pid)
-            elif stat_round:
-                try:
-                    f = stat_fields(m.stat.read())
-                except OSError:
-                    f = ()
+                gone.append(m.pid)
+            elif st is not None:
+                f = stat_fields(st)
                 if len(f) < 22 or f[19] != m.start:  # gone (or its pid reused)
-                    gone.append(pid)
+                    gone.append(m.pid)
                     continue
+                pid = m.pid
                 m.ppid = int(f[1])
                 m.nthreads = int(f[17])
                 m.rss = int(f[21]) * _PAGE
@@ -241,17 +274,17 @@ class ProcessTree:
             out.append(Reading("agentscope.tree.cpu.utilization", used_ns / dt, None, root))
             out.append(Reading("agentscope.tree.runqueue_wait", waited_ns / dt, None, root))
         self._last_sample_ns = now_ns
-        out.append(Reading("agentscope.tree.processes", len(self.members), None, root))
-        out.append(Reading("agentscope.tree.threads", threads, None, root))
         if stat_round:
+            out.append(Reading("agentscope.tree.processes", len(members), None, root))
+            out.append(Reading("agentscope.tree.threads", threads, None, root))
             out.append(Reading("agentscope.tree.memory.rss",
-                               sum(m.rss for m in self.members.values()), None, root))
-            rate = self.deltas.rate("faults", sum(m.faults for m in self.members.values()),
+                               sum(m.rss for m in members.values()), None, root))
+            rate = self.deltas.rate("faults", sum(m.faults for m in members.values()),
                                     now_ns)
             if rate is not None:
                 out.append(Reading("agentscope.tree.major_faults", rate, None, root))
         if per_process:
-            for pid, m in self.members.items():
+            for pid, m in members.items():
                 out.append(Reading("process.memory.rss", m.rss, None, pid))
                 mark, m.mark = m.mark, (now_ns, m.own_ns, m.wait_ns, m.slices)
                 if mark is not None and now_ns > mark[0]:

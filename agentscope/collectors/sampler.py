@@ -29,10 +29,11 @@ from .._log import log, log_once
 from ..capture.writer import _safe_host
 from ..formats import samplefile
 from ..records import SampleRecord
-from .base import Source
+from .base import Source, snapshots
 
 SELF = "agentscope.collector"
 GIL_WAIT = "agentscope.python.gil_wait"  # s the in-process sampler ran late after a wake-up
+_NO_SNAPSHOT = object()
 
 
 class Sampler:
@@ -57,7 +58,6 @@ class Sampler:
         self.rounds = 0
         self.samples = 0
         self.write_errors = 0
-        self._next_due = {id(s): 0 for s in self.sources}
         self._fd: Optional[int] = None
         self._middles: dict = {}
         self._buf_lock = threading.Lock()
@@ -65,7 +65,12 @@ class Sampler:
         # wake-up is the wait for Python's interpreter lock: a GIL probe
         self.in_process = in_process
         self._late_s: Optional[float] = None
-        self._foreground = [s for s in self.sources if not getattr(s, "background", False)]
+        # the foreground sources: (source, its interval in ns, whether it takes snapshots)
+        self._plan = [(s, int(getattr(s, "min_interval_s", 0) * 1e9) - 1000, snapshots(s))
+                      for s in self.sources if not getattr(s, "background", False)]
+        self._next_due = [0] * len(self._plan)
+        # (source, ns, snapshot) taken and not parsed yet; (None, ns, s) is a GIL probe
+        self._snaps: list = []
         self._background_threads: list = []
         self.flush_interval_ns = int(flush_interval_s * 1e9)
         self._pending: list = []
@@ -97,47 +102,70 @@ class Sampler:
             for name, reason in self.absent:
                 lines.append(encode(record(now, host, None, name, None, f"{SELF}.up", 0.0)))
                 log.info("agentscope collector: %s absent: %s", name, reason)
-        for s in self._foreground:
-            key = id(s)
-            if now < self._next_due[key]:
+        due, snaps = self._next_due, self._snaps
+        for i, (s, every_ns, snap) in enumerate(self._plan):
+            if now < due[i]:
                 continue
-            self._next_due[key] = now + int(getattr(s, "min_interval_s", 0) * 1e9) - 1000
-            self._read(s, now, lines)
+            due[i] = now + every_ns
+            if snap:  # only the reads now; parsed warm, in flush()
+                try:
+                    snaps.append((s, now, s.snapshot(now)))
+                except Exception as e:  # a source must never stop the sampler
+                    self._failed(s, e)
+            else:
+                self._read(s, now, lines)
         if self.in_process and self._late_s is not None:
-            lines.append(encode(record(now, host, self.pid, "python", None, GIL_WAIT,
-                                       self._late_s)))
+            snaps.append((None, now, self._late_s))
             self._late_s = None
         if final or now - self._last_self_ns >= 1_000_000_000:
             lines.extend(self._self_readings(now))
         self.rounds += 1
-        with self._buf_lock:
-            self.samples += len(lines)
-            if lines:
+        if lines:
+            with self._buf_lock:
+                self.samples += len(lines)
                 self._pending.append("".join(lines))
                 self._pending_bytes += len(self._pending[-1])
-        if final or self._pending_bytes >= 256 << 10 or \
+        if final or self._pending_bytes >= 256 << 10 or len(self._snaps) >= 4096 or \
                 now - self._last_flush_ns >= self.flush_interval_ns:
             self.flush(now)
         return len(lines)
 
     def flush(self, now_ns: Optional[int] = None) -> None:
-        """Write the rounds sampled since the last write (one write)."""
+        """Parse the snapshots taken since the last write, and write the rounds sampled since
+        (one write)."""
         self._last_flush_ns = time.time_ns() if now_ns is None else now_ns
+        snaps, self._snaps = self._snaps, []
+        if snaps:
+            lines: list = []
+            encode, record, host = samplefile.encode, SampleRecord, self.host
+            for s, ns, snap in snaps:
+                if s is None:
+                    lines.append(encode(record(ns, host, self.pid, "python", None, GIL_WAIT,
+                                               snap)))
+                else:
+                    self._read(s, ns, lines, snap)
+            if lines:
+                with self._buf_lock:
+                    self.samples += len(lines)
+                    self._pending.append("".join(lines))
         with self._buf_lock:
             text = "".join(self._pending)
             self._pending, self._pending_bytes = [], 0
         if text:
             self._write(text)
 
-    def _read(self, s: Source, now: int, lines: list) -> None:
-        """Sample ``s`` and append its readings as lines."""
+    def _failed(self, s: Source, e: Exception) -> None:
+        self.errors[s.name] += 1
+        log_once(f"collector:{s.name}:{type(e).__name__}",
+                 "agentscope collector: %s failed (%s: %s); counted, retrying every "
+                 "round", s.name, type(e).__name__, e)
+
+    def _read(self, s: Source, now: int, lines: list, snap: object = _NO_SNAPSHOT) -> None:
+        """Sample ``s`` (or parse its snapshot ``snap``) and append its readings as lines."""
         try:
-            readings = s.sample(now)
+            readings = s.sample(now) if snap is _NO_SNAPSHOT else s.parse(now, snap)
         except Exception as e:  # a source must never stop the sampler
-            self.errors[s.name] += 1
-            log_once(f"collector:{s.name}:{type(e).__name__}",
-                     "agentscope collector: %s failed (%s: %s); counted, retrying every "
-                     "round", s.name, type(e).__name__, e)
+            self._failed(s, e)
             return
         name, host = s.name, self.host
         cache = self._middles
@@ -216,27 +244,33 @@ class Sampler:
                                      name=f"agentscope-sampler-{s.name}")
                 t.start()
                 self._background_threads.append(t)
-        next_t = time.monotonic()
-        while not stop.is_set() and not self._stop.is_set():
-            with self._lock:
+        # the loop runs right after each wake-up, when every line costs several times what
+        # it costs warm: it does as little as it can
+        gil_only = self.in_process and not self.sources
+        probe = self.in_process
+        own_stop, lock, tick = self._stop, self._lock, self.tick
+        sleep, monotonic = time.sleep, time.monotonic
+        next_t = monotonic()
+        while not (stop.is_set() or own_stop.is_set()):
+            with lock:
                 try:
-                    self.tick()
+                    tick()
                 except Exception as e:  # the sampler must survive anything
                     log_once(f"collector:round:{type(e).__name__}",
                              "agentscope collector: sampling round failed (%r)", e)
-            next_t += self._period(period)
-            delay = next_t - time.monotonic()
+            next_t += self._period(period) if gil_only else period
+            delay = next_t - monotonic()
             if delay < 0:  # fell behind (a slow source, a suspended VM): skip, don't burst
-                next_t = time.monotonic()
+                next_t = monotonic()
                 delay = 0
             if delay <= 0.25:
                 # a plain sleep wakes for less CPU than Event.wait (measured here: 60 vs
                 # 100 us a wake-up); a stop waits for at most this one interval
-                time.sleep(delay)
+                sleep(delay)
             else:
                 stop.wait(delay)
-            if self.in_process:  # sleep returns once this thread holds the GIL again
-                self._late_s = max(time.monotonic() - next_t, 0.0)
+            if probe:  # sleep returns once this thread holds the GIL again
+                self._late_s = max(monotonic() - next_t, 0.0)
         for t in self._background_threads:
             t.join(2.0)
         with self._lock:
@@ -297,6 +331,7 @@ def _after_fork(ref: "weakref.ref[Sampler]") -> None:
         return
     s._forked = True
     s._pending, s._pending_bytes = [], 0
+    s._snaps = []
     s._stop.set()
     s._thread = None
     if s._fd is not None:
