@@ -78,7 +78,10 @@ class HostCPU:
         if stat is None:
             return out
         cores = 0
-        for line in stat.split(b"\n"):
+        # the cpu lines come first; the rest (interrupt counts: the bulk of the file) is
+        # skipped but for the two procs_ lines
+        end = stat.find(b"\nintr ")
+        for line in (stat if end < 0 else stat[:end]).split(b"\n"):
             if line.startswith(b"cpu"):
                 parts = line.split()
                 label = parts[0]
@@ -94,10 +97,14 @@ class HostCPU:
                     util = min(max(1.0 - d_idle[0] / d[0], 0.0), 1.0)
                     out.append(Reading("system.cpu.utilization", util,
                                        None if label == b"cpu" else label.decode()))
-            elif line.startswith(b"procs_running"):
-                out.append(Reading("system.cpu.run_queue", max(int(line.split()[1]) - 1, 0)))
-            elif line.startswith(b"procs_blocked"):
-                out.append(Reading("system.processes.blocked", int(line.split()[1])))
+        for key, metric, less in ((b"\nprocs_running ", "system.cpu.run_queue", 1),
+                                  (b"\nprocs_blocked ", "system.processes.blocked", 0)):
+            i = stat.find(key)
+            if i >= 0:
+                j = stat.find(b"\n", i + 1)
+                value = stat[i + len(key):j if j > 0 else len(stat)].strip()
+                if value.isdigit():
+                    out.append(Reading(metric, max(int(value) - less, 0)))
         if load_due:  # it does not change: once a second
             out.append(Reading("system.cpu.logical.count", cores))
         return out

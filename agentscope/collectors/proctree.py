@@ -89,6 +89,7 @@ class ProcessTree:
         self._last_per_process: Optional[int] = None
         self._last_sample_ns: Optional[int] = None
         self._credit: dict = {}  # parent pid -> CPU ticks of its gone children already counted
+        self._layout: Optional[tuple] = None  # what a snapshot reads; None: to be made again
         if self._add(self.root_pid) is None:
             raise SourceUnavailable(f"process tree: no process {self.root_pid} "
                                     f"(or {root}/{self.root_pid} is not readable)")
@@ -104,11 +105,13 @@ class ProcessTree:
         m = _Member(pid, stat, f[19] if len(f) > 19 else b"")
         m.ppid = int(f[1]) if len(f) > 1 else 0
         self.members[pid] = m
+        self._layout = None
         return m
 
     def _drop(self, pid: int) -> None:
         m = self.members.pop(pid, None)
         if m is not None:
+            self._layout = None
             m.close()
             # what it used is counted already: when its parent reaps it, the parent's cutime
             # grows by all of it, and only the part we had not seen is new
@@ -143,6 +146,7 @@ class ProcessTree:
             self._drop(pid)
 
     def _list_threads(self, m: _Member) -> None:
+        self._layout = None
         try:
             tids = {int(t) for t in os.listdir(f"{self.root}/{m.pid}/task")}
         except OSError:
@@ -183,24 +187,33 @@ class ProcessTree:
             or now_ns - self._last_per_process >= self.per_process_ns)
         if per_process:
             self._last_per_process = now_ns
-        reads = []
-        for m in self.members.values():
-            got = []
-            for tid, sf in m.threads.items():
+        layout = self._layout
+        if layout is None:  # the members or their threads changed
+            layout = self._layout = (
+                [(m, tuple(m.threads)) for m in self.members.values()],
+                [sf.fd for m in self.members.values() for sf in m.threads.values()])
+        pread = os.pread
+        try:
+            data = [pread(fd, 256, 0) for fd in layout[1]]
+        except OSError:  # a thread is gone: read one by one, None for those gone
+            data = []
+            for fd in layout[1]:
                 try:
-                    got.append((tid, sf.read()))
+                    data.append(pread(fd, 256, 0))
                 except OSError:
-                    got.append((tid, None))
-            st = None
-            if stat_round:
+                    data.append(None)
+        stats = None
+        if stat_round:
+            stats = []
+            for m, _ in layout[0]:
                 try:
-                    st = m.stat.read()
+                    stats.append(m.stat.read())
                 except OSError:
-                    st = b""
-            reads.append((m, got, st))
-        return reads, stat_round, per_process
+                    stats.append(b"")
+        return layout[0], data, stats, stat_round, per_process
 
     def _forget_thread(self, m: _Member, tid: int) -> None:
+        self._layout = None
         f = m.threads.pop(tid, None)
         if f is not None:
             f.close()
@@ -210,17 +223,20 @@ class ProcessTree:
             f.close()
 
     def parse(self, now_ns: int, snap: tuple) -> list:
-        reads, stat_round, per_process = snap
+        layout, data, stats, stat_round, per_process = snap
         out = []
         used_ns = waited_ns = threads = 0
         gone = []
         members = self.members
-        for m, got, st in reads:
+        k = 0
+        for i, (m, tids) in enumerate(layout):
+            k0, k = k, k + len(tids)
             if members.get(m.pid) is not m:  # dropped since this snapshot was taken
                 continue
-            for tid, data in got:
+            st = None if stats is None else stats[i]
+            for tid, text in zip(tids, data[k0:k]):
                 try:
-                    fields = data.split()
+                    fields = text.split()
                     run, wait, sl = int(fields[0]), int(fields[1]), int(fields[2])
                 except (AttributeError, IndexError, ValueError):  # None or empty: gone
                     self._forget_thread(m, tid)
