@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -382,6 +383,74 @@ def test_sampler_survives_a_failing_source_and_reports_absent_ones(tmp_path):
     assert errors and errors[-1] >= 5
     values = [r.value for r in rows if r.metric == "test.value"]
     assert values == sorted(values) and values[-1] == good.n  # the last round at stop
+
+
+class Snapping:
+    """A source that splits sampling: what it read, and when, must come back parsed in order."""
+
+    name = "snapping"
+
+    def __init__(self, fail_snapshot_at=(), fail_parse_at=()):
+        self.taken, self.parsed = [], []
+        self.fail_snapshot_at, self.fail_parse_at = fail_snapshot_at, fail_parse_at
+
+    def snapshot(self, now_ns):
+        if now_ns in self.fail_snapshot_at:
+            raise OSError("gone")
+        self.taken.append(now_ns)
+        return len(self.taken)
+
+    def parse(self, now_ns, snap):
+        from agentscope.collectors import Reading
+
+        if now_ns in self.fail_parse_at:
+            raise ValueError("garbled")
+        self.parsed.append((now_ns, snap))
+        return [Reading("test.snap", float(snap))]
+
+    def sample(self, now_ns):
+        return self.parse(now_ns, self.snapshot(now_ns))
+
+
+def test_snapshots_are_taken_each_round_and_parsed_in_order_at_the_write(tmp_path):
+    src = Snapping(fail_snapshot_at={3 * S}, fail_parse_at={4 * S})
+    s = Sampler(tmp_path, [src], interval_s=1.0, flush_interval_s=10.0)
+    for k in range(1, 6):
+        s.tick(k * S)
+    assert src.taken == [S, 2 * S, 4 * S, 5 * S] and src.parsed == []  # only the reads
+    assert s.errors["snapping"] == 1  # the snapshot that raised
+    s.flush()
+    assert src.parsed == [(S, 1), (2 * S, 2), (5 * S, 4)]  # in order; 4 S failed to parse
+    assert s.errors["snapping"] == 2
+    rows = [r for r in samplefile.read(str(s.path)) if r.metric == "test.snap"]
+    assert [(r.ts_ns, r.value) for r in rows] == [(S, 1.0), (2 * S, 2.0), (5 * S, 4.0)]
+    assert s.samples >= 3
+
+
+def test_process_tree_snapshots_parsed_after_a_member_has_gone(tmp_path):
+    """Snapshots wait up to a second to be parsed: a member that went meanwhile must not
+    break the parse of the later ones, nor be counted twice."""
+    _proc(tmp_path, {
+        "10/stat": _stat(10, "agent", 100, 0),
+        "10/task/10/children": "11\n", "10/task/10/schedstat": "0 0 0\n",
+        "11/stat": _stat(11, "cc1", 0, 0, ppid=10), "11/task/11/children": "",
+        "11/task/11/schedstat": "0 0 0\n",
+    })
+    src = ProcessTree(10, str(tmp_path), discover_interval_s=0, stat_interval_s=0)
+    src.sample(0)
+    _proc(tmp_path, {"11/task/11/schedstat": "200000000 0 1\n"})
+    first = src.snapshot(S)
+    shutil.rmtree(tmp_path / "11")  # the compiler is gone
+    (tmp_path / "10" / "task" / "10" / "children").write_text("")
+    second = src.snapshot(2 * S)
+    third = src.snapshot(3 * S)
+    got1 = {(r.metric, r.pid): r.value for r in src.parse(S, first)}
+    assert got1[("agentscope.tree.cpu.utilization", 10)] == pytest.approx(0.2)
+    src.parse(2 * S, second)
+    got3 = {(r.metric, r.pid): r.value for r in src.parse(3 * S, third)}
+    assert set(src.members) == {10}
+    assert got3[("agentscope.tree.cpu.utilization", 10)] == 0
+    assert got3[("agentscope.tree.processes", 10)] == 1
 
 
 def test_sampler_lines_are_the_sample_file_format(tmp_path):

@@ -43,13 +43,14 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 class _Member:
     __slots__ = ("pid", "stat", "threads", "children", "last", "start", "ppid", "own_ns",
                  "wait_ns", "slices", "reaped_ns", "reaped_seen_ns", "rss", "faults", "mark",
-                 "nthreads")
+                 "nthreads", "seen_ns")
 
     def __init__(self, pid: int, stat: ProcFile, start: bytes) -> None:
         self.pid, self.stat, self.start = pid, stat, start
         self.threads: dict = {}  # tid -> ProcFile of its schedstat
         self.children: dict = {}  # tid -> ProcFile of its children (pids)
         self.nthreads = 0  # from stat; a change means the thread list must be read again
+        self.seen_ns = 0  # when a walk of the tree last reached it
         self.last: dict = {}  # tid -> (run ns, wait ns, slices) at the last read
         self.ppid = 0
         self.own_ns = self.wait_ns = self.slices = 0  # counted since we found it
@@ -93,7 +94,8 @@ class ProcessTree:
         if self._add(self.root_pid) is None:
             raise SourceUnavailable(f"process tree: no process {self.root_pid} "
                                     f"(or {root}/{self.root_pid} is not readable)")
-        self._discover(0)
+        for pid in self._discover(0):
+            self._drop(pid)
 
     # ---- membership -------------------------------------------------------------------------
     def _add(self, pid: int) -> Optional[_Member]:
@@ -120,10 +122,11 @@ class ProcessTree:
                                         + m.reaped_seen_ns)
             self._credit.pop(pid, None)
 
-    def _discover(self, now_ns: int) -> None:
+    def _discover(self, now_ns: int) -> list:
         """Walk the tree from the root: each member's threads' ``children`` files (kept open,
         re-read with pread); a member's thread list is read again only when its thread count
-        (from ``stat``, once a second) changed, or it is new."""
+        (from ``stat``, once a second) changed, or it is new. Returns the members the walk
+        did not reach: they leave the tree once the snapshots taken before are parsed."""
         self._last_discover = now_ns
         seen = set()
         queue = [self.root_pid]
@@ -135,6 +138,7 @@ class ProcessTree:
             m = self.members.get(pid) or self._add(pid)
             if m is None:
                 continue
+            m.seen_ns = now_ns
             if m.nthreads != len(m.threads) or not m.threads:
                 self._list_threads(m)
             for tid, cf in list(m.children.items()):
@@ -142,8 +146,7 @@ class ProcessTree:
                     queue.extend(int(c) for c in cf.read().split())
                 except (OSError, ValueError):
                     m.children.pop(tid).close()
-        for pid in [p for p in self.members if p not in seen]:
-            self._drop(pid)
+        return [p for p in self.members if p not in seen]
 
     def _list_threads(self, m: _Member) -> None:
         self._layout = None
@@ -177,8 +180,9 @@ class ProcessTree:
     def snapshot(self, now_ns: int) -> tuple:
         """Only the reads: each member's threads' ``schedstat`` (None where it failed: the
         thread is gone) and, once a second, its ``stat``; the tree is walked when due."""
+        unseen = ()
         if now_ns - self._last_discover >= self.discover_interval_ns:
-            self._discover(now_ns)
+            unseen = self._discover(now_ns)
         stat_round = self._last_stat is None or now_ns - self._last_stat >= self.stat_interval_ns
         if stat_round:
             self._last_stat = now_ns
@@ -210,7 +214,7 @@ class ProcessTree:
                     stats.append(m.stat.read())
                 except OSError:
                     stats.append(b"")
-        return layout[0], data, stats, stat_round, per_process
+        return layout[0], data, stats, stat_round, per_process, unseen
 
     def _forget_thread(self, m: _Member, tid: int) -> None:
         self._layout = None
@@ -223,17 +227,17 @@ class ProcessTree:
             f.close()
 
     def parse(self, now_ns: int, snap: tuple) -> list:
-        layout, data, stats, stat_round, per_process = snap
+        layout, data, stats, stat_round, per_process, unseen = snap
         out = []
-        used_ns = waited_ns = threads = 0
-        gone = []
+        used_ns = waited_ns = 0
         members = self.members
+        # 1. every thread's on-CPU and waiting time
+        gone = []
         k = 0
-        for i, (m, tids) in enumerate(layout):
+        for m, tids in layout:
             k0, k = k, k + len(tids)
             if members.get(m.pid) is not m:  # dropped since this snapshot was taken
                 continue
-            st = None if stats is None else stats[i]
             for tid, text in zip(tids, data[k0:k]):
                 try:
                     fields = text.split()
@@ -257,15 +261,28 @@ class ProcessTree:
                     waited_ns += d_wait
                 if d_sl > 0:
                     m.slices += d_sl
-            threads += len(m.threads)
             if not m.threads:
                 gone.append(m.pid)
-            elif st is not None:
+        # 2. members that went, or left the tree (unless a later walk found them again),
+        # before the parents' stat: a parent that reaped them is credited what was counted
+        for pid in unseen:
+            m = members.get(pid)
+            if m is not None and m.seen_ns < now_ns:
+                gone.append(pid)
+        for pid in gone:
+            self._drop(pid)
+        dropped = bool(gone)
+        # 3. once a second, each process's stat: RSS, faults, the CPU of reaped children
+        if stats is not None:
+            gone = []
+            for (m, _), st in zip(layout, stats):
+                pid = m.pid
+                if members.get(pid) is not m:
+                    continue
                 f = stat_fields(st)
                 if len(f) < 22 or f[19] != m.start:  # gone (or its pid reused)
-                    gone.append(m.pid)
+                    gone.append(pid)
                     continue
-                pid = m.pid
                 m.ppid = int(f[1])
                 m.nthreads = int(f[17])
                 m.rss = int(f[21]) * _PAGE
@@ -281,8 +298,10 @@ class ProcessTree:
                         grown -= take
                     used_ns += grown
                 m.reaped_ns = reaped
-        for pid in gone:
-            self._drop(pid)
+            for pid in gone:
+                self._drop(pid)
+            dropped = dropped or bool(gone)
+        threads = sum(len(m.threads) for m in members.values())
         root = self.root_pid
         last = self._last_sample_ns
         if last is not None and now_ns > last:
@@ -311,6 +330,6 @@ class ProcessTree:
                                        (m.wait_ns - mark[2]) / 1e9 / secs, None, pid))
                     out.append(Reading("process.context_switches",
                                        (m.slices - mark[3]) / secs, None, pid))
-        if gone:
-            self._discover(now_ns)
+        if dropped:  # walk the tree again at the next snapshot
+            self._last_discover = -(1 << 62)
         return out
