@@ -7,8 +7,11 @@ Starts an "agent" process with 7 children (a tree of 8), then measures, in one r
   found with ``children(recursive=True)``, each process's CPU times, memory and context
   switches, host CPU per core, memory, disk and network);
 * the sampler running for ``--seconds`` at 10 Hz and at 100 Hz (every source that works on
-  this machine, watching that tree): the CPU time of the sampling thread, and the same loop
-  with no source at all (waking up and sleeping: the floor of any sampler at that rate).
+  this machine, watching that tree): the CPU time of the sampling thread, and two floors:
+  the same loop with no source at all (waking up and sleeping: the floor of any sampler at
+  that rate), and a loop that only reads, with one ``pread`` each, the files the sampler
+  reads every round (``/proc/stat``, PSI cpu, each thread's ``schedstat``), parsing and
+  writing nothing (the floor of any sampler of these counters written in Python).
 
 Usage: python benchmarks/collector_overhead.py [--seconds 10]
 Targets: <= 0.3 % of one core at 10 Hz, <= 3 % at 100 Hz.
@@ -46,6 +49,36 @@ def run_sampler(root_pid, hz: float, seconds: float, out: str, empty: bool = Fal
     cpu, wall = time.thread_time() - c0, time.perf_counter() - t0
     sampler.stop()
     return cpu, wall, sampler.rounds, sampler.samples, [s.name for s in sources], absent
+
+
+def run_reads_only(root_pid: int, hz: float, seconds: float) -> tuple:
+    """Wake up at ``hz`` and pread the files a round reads, nothing more."""
+    import psutil
+
+    pids = [root_pid] + [c.pid for c in psutil.Process(root_pid).children(recursive=True)]
+    paths = ["/proc/stat", "/proc/pressure/cpu"]
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            paths.append(f"/proc/{pid}/task/{tid}/schedstat")
+    fds = []
+    for path in paths:
+        try:
+            fds.append(os.open(path, os.O_RDONLY))
+        except OSError:
+            pass
+    period, pread, sleep = 1.0 / hz, os.pread, time.sleep
+    c0, t0 = time.thread_time(), time.perf_counter()
+    end = t0 + seconds
+    next_t = time.monotonic()
+    while time.perf_counter() < end:
+        for fd in fds:
+            pread(fd, 4096, 0)
+        next_t += period
+        sleep(max(next_t - time.monotonic(), 0))
+    cpu, wall = time.thread_time() - c0, time.perf_counter() - t0
+    for fd in fds:
+        os.close(fd)
+    return cpu, wall, len(fds)
 
 
 def warm_round_us(root_pid: int, out: str, n: int = 200) -> float:
@@ -98,16 +131,18 @@ def main() -> int:
         for _ in range(n):
             psutil_snapshot(root)
         naive_ms = (time.thread_time() - c0) / n * 1e3
-        results, floor = {}, {}
+        results, floor, reads = {}, {}, {}
         with tempfile.TemporaryDirectory() as out:
             warm_us = warm_round_us(agent.pid, out)
             for hz in (10.0, 100.0):
                 results[hz] = run_sampler(agent.pid, hz, args.seconds, out)
-                floor[hz] = run_sampler(None, hz, min(args.seconds, 3.0), out, empty=True)
+                floor[hz] = run_sampler(None, hz, min(args.seconds, 5.0), out, empty=True)
+                reads[hz] = run_reads_only(agent.pid, hz, min(args.seconds, 5.0))
     finally:
-        agent.kill()
+        # the agent's children first: once it is gone they are no longer ours to find
         for child in psutil.Process().children(recursive=True):
             child.kill()
+        agent.kill()
     print(f"collector overhead: process tree of 8, {args.seconds:g} s per rate; Python "
           f"{platform.python_version()}, {os.cpu_count()} CPUs")
     sources, absent = results[10.0][4], results[10.0][5]
@@ -117,11 +152,14 @@ def main() -> int:
           f"snapshot of the same tree and counters: {naive_ms * 1000:.0f} us "
           f"({naive_ms * 1000 / warm_us:.1f}x more)")
     print(f"\n{'rate':>8}{'rounds':>8}{'samples':>9}{'us/round':>10}{'% of a core':>13}"
-          f"{'no-source loop':>16}")
+          f"{'no-source loop':>16}{'reads-only loop':>17}{'ratio':>7}")
     for hz, (cpu, wall, rounds, samples, _, _) in results.items():
         f_cpu, f_wall = floor[hz][0], floor[hz][1]
+        r_cpu, r_wall, _ = reads[hz]
         print(f"{hz:>6g}Hz{rounds:>8}{samples:>9}{cpu / rounds * 1e6:>10.0f}"
-              f"{cpu / wall * 100:>12.2f}%{f_cpu / f_wall * 100:>15.2f}%")
+              f"{cpu / wall * 100:>12.2f}%{f_cpu / f_wall * 100:>15.2f}%"
+              f"{r_cpu / r_wall * 100:>16.2f}%{(cpu / wall) / (r_cpu / r_wall):>6.2f}x")
+    print(f"(reads-only loop: {reads[10.0][2]} files a round, one pread each)")
     p10 = results[10.0][0] / results[10.0][1] * 100
     p100 = results[100.0][0] / results[100.0][1] * 100
     print(f"\ntargets: 10 Hz {p10:.2f}% (<= 0.3%), 100 Hz {p100:.2f}% (<= 3%); at the warm "
