@@ -186,6 +186,46 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
 
 @main.command()
 @click.argument("trace_dir", type=click.Path(file_okay=False, path_type=str))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=str),
+              required=True, help="Where to write the report (one self-contained file).")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="DuckDB file to use [default: TRACE_DIR/.agentscope/agentscope.duckdb].")
+@click.option("--timelines", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Tasks that get a timeline (every span): all when there are no more; else "
+                   "the most typical of each bottleneck class, then the slowest.")
+def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> None:
+    """Write a self-contained HTML report of TRACE_DIR (no network needed to view it).
+
+    Fleet views (where the critical-path time went, by stage and lane; latency by bottleneck
+    class; the tasks that lost most to each class), a table of every task that sorts and
+    filters, and task timelines: every span, the critical path coloured by class, the host's
+    counters under it and the evidence in words. The address selects a view:
+    FILE#task=3, FILE#q=pytest, FILE#class=io.
+
+    \b
+    Example:
+        agentscope report traces/ --html report.html
+
+    Exit code 1 if some input could not be loaded (the report covers the rest).
+    """
+    from .analyzers.pipeline import analyze_store
+    from .exporters import html_report
+
+    store, load = _open_and_load(trace_dir, db)
+    try:
+        analysis = analyze_store(store)
+        problems = store.all_problems()
+        data = html_report.write(html_path, analysis, problems, store, timelines,
+                                 source=trace_dir)
+    finally:
+        store.close()
+    click.echo(f"wrote {html_path}: {len(analysis.tasks)} tasks, "
+               f"{len(data['timelines'])} with a timeline", err=True)
+    sys.exit(1 if problems else 0)
+
+
+@main.command()
+@click.argument("trace_dir", type=click.Path(file_okay=False, path_type=str))
 @click.argument("statement")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="DuckDB file [default: TRACE_DIR/.agentscope/agentscope.duckdb].")

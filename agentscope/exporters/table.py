@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..analyzers.evidence import CLASSES
 from ..analyzers.tasks import Analysis
+from .views import bar, path_rows, typical_tasks
 
 COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue"}
 
@@ -36,6 +37,8 @@ def render(analysis: Analysis, problems: list, console: Console, limit: int = 20
     console.print(fleet)
     for line in gpu_lines(s):
         console.print(line, markup=False, highlight=False)
+    for label, t in featured(analysis.tasks):
+        _timeline(console, label, t)
     tasks = sorted(analysis.tasks, key=lambda t: -t.duration_ns)
     table = Table(title=f"Tasks (slowest {min(limit, len(tasks))} of {len(tasks)})",
                   title_justify="left")
@@ -50,10 +53,56 @@ def render(analysis: Analysis, problems: list, console: Console, limit: int = 20
                       _bar(t.shares), _longest(t))
     console.print(table)
     console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES))
-    if tasks and tasks[0].evidence:
-        console.print(f"slowest task, {tasks[0].name}: {tasks[0].evidence[0]}", markup=False,
-                      highlight=False)
     _problems(problems, console)
+
+
+def featured(tasks: list) -> list:
+    """[(label, task)]: the slowest task, and the most typical one (of the bottleneck most
+    tasks share: the one nearest their median duration) when it is another."""
+    if not tasks:
+        return []
+    slowest = max(tasks, key=lambda t: t.duration_ns)
+    out = [("slowest task", slowest)]
+    typical = typical_tasks(tasks)
+    if typical:
+        cls, i = next(iter(typical.items()))
+        if tasks[i] is not slowest:
+            out.append((f"most typical task ({cls}-bound, like {sum(t.bottleneck == cls for t in tasks)}"
+                        f" of {len(tasks)})", tasks[i]))
+    return out
+
+
+def timeline_lines(t: Any, width: int = 40, max_rows: int = 10) -> list:
+    """The task's critical path as text rows: (when, what, class, bar); the bar's fill is the
+    class's initial, so it reads without colour too."""
+    total = t.duration_ns / 1e9
+    out = []
+    for name, stage, cls, a, b in path_rows(t, max_rows):
+        if a is None:
+            out.append(("", name, "", ""))
+            continue
+        what = f"{name} [{stage}]" if stage else name
+        out.append((f"{a:8.3f}–{b:.3f} s", what, cls, bar(a, b, total, width, cls[0].upper())))
+    return out
+
+
+def _timeline(console: Console, label: str, t: Any) -> None:
+    from rich.markup import escape
+
+    console.print(f"[bold]{escape(label)}[/]: {escape(t.name)} ({escape(t.lane or 'no lane')}, "
+                  f"{t.duration_ns / 1e9:.3f} s, [{COLOURS[t.bottleneck]}]{t.bottleneck}[/], "
+                  f"confidence {t.confidence:.2f})", highlight=False)
+    rows = timeline_lines(t)
+    wide = min(max((len(r[1]) for r in rows), default=0), 36)
+    for when, what, cls, fill in rows:
+        what = what if len(what) <= wide else what[:wide - 1] + "…"
+        if not cls:
+            console.print(f"  {'':18} {escape(what)}", highlight=False)
+            continue
+        console.print(f"  {when:>18} {escape(f'{what:<{wide}}')} "
+                      f"[{COLOURS[cls]}]{cls:<6}|{fill}|[/]", highlight=False)
+    if t.evidence:
+        console.print(f"  evidence: {t.evidence[0]}", markup=False, highlight=False)
 
 
 def gpu_lines(summary: dict) -> list:
@@ -106,6 +155,16 @@ def markdown(analysis: Analysis, problems: list, limit: int = 20) -> str:
         evidence = (t.evidence[0] if t.evidence else "").replace("|", "\\|")
         lines.append(f"| {_md(t.name)} | {t.lane or '-'} | {t.duration_ns / 1e9:.3f} s | "
                      f"**{t.bottleneck}** | {t.confidence:.2f} | {evidence} |")
+    for label, t in featured(analysis.tasks):
+        lines += ["", f"**{_md(label)}**: {_md(t.name)} ({_md(t.lane or 'no lane')}, "
+                      f"{t.duration_ns / 1e9:.3f} s, {t.bottleneck}, confidence "
+                      f"{t.confidence:.2f})", "", "```"]
+        for when, what, cls, fill in timeline_lines(t):
+            row = f"{when:>18} {what[:36]:<36} {cls:<6}{'|' + fill + '|' if cls else ''}"
+            lines.append(row.rstrip())
+        lines.append("```")
+        if t.evidence:
+            lines.append(f"Evidence: {_md(t.evidence[0])}")
     if problems:
         lines += ["", f"{len(problems)} input problems, e.g. `{problems[0]}`"]
     return "\n".join(lines) + "\n"

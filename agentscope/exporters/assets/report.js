@@ -1,0 +1,377 @@
+// agentscope HTML report: draws the data in #report-data. Data only ever enters the page as
+// text (textContent, setAttribute), never as markup: span names come from untrusted programs.
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("report-data").textContent);
+  var CLASSES = D.classes, COL = D.colours, COLS = D.task_columns;
+  var NS = "http://www.w3.org/2000/svg";
+  var I = {}; COLS.forEach(function (c, i) { I[c] = i; });
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function sv(tag, attrs, text) {
+    var e = document.createElementNS(NS, tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function tip(node, text) { node.appendChild(sv("title", {}, text)); return node; }
+  function secs(s) {
+    if (s >= 100) return s.toFixed(0) + " s";
+    if (s >= 1) return s.toFixed(2) + " s";
+    if (s >= 0.001) return (s * 1000).toFixed(1) + " ms";
+    return (s * 1e6).toFixed(0) + " µs";
+  }
+  function pct(x) { return (100 * x).toFixed(1) + "%"; }
+  function legend() {
+    var d = el("div", { "class": "legend" });
+    CLASSES.forEach(function (c) {
+      var s = el("span", {}, c); s.style.setProperty("--c", COL[c]); d.appendChild(s);
+    });
+    return d;
+  }
+  function gradient(shares) {  // a CSS background for a share bar (numbers and our colours only)
+    var stops = [], at = 0;
+    CLASSES.forEach(function (c, i) {
+      var v = shares[i] || 0; if (v <= 0) return;
+      stops.push(COL[c] + " " + (at * 100).toFixed(2) + "% " + ((at + v) * 100).toFixed(2) + "%");
+      at += v;
+    });
+    if (at < 1) stops.push("#eee " + (at * 100).toFixed(2) + "% 100%");
+    return "linear-gradient(to right, " + stops.join(", ") + ")";
+  }
+  function stacked(values, width, height, total) {  // values: {class: seconds or share}
+    var svg = sv("svg", { width: width, height: height, role: "img" });
+    var sum = 0; CLASSES.forEach(function (c) { sum += values[c] || 0; });
+    var scale = total || sum || 1, x = 0;
+    CLASSES.forEach(function (c) {
+      var v = values[c] || 0; if (v <= 0) return;
+      var w = v / scale * width;
+      svg.appendChild(tip(sv("rect", { x: x, y: 0, width: Math.max(w, 0.5), height: height,
+                                       fill: COL[c] }), c + ": " + pct(v / (sum || 1))));
+      x += w;
+    });
+    return svg;
+  }
+
+  // ---- header -------------------------------------------------------------------------------
+  var S = D.summary;
+  document.getElementById("title").textContent = D.title;
+  document.getElementById("meta").textContent =
+    S.tasks + " tasks, " + S.spans + " spans, " + secs(S.critical_path_s) +
+    " on critical paths; orchestration " + pct(S.orchestration_share || 0) + " of it" +
+    (D.problem_count ? "; " + D.problem_count + " input problems (the rest was analysed)" : "") +
+    ". Generated " + D.generated + ".";
+
+  // ---- fleet --------------------------------------------------------------------------------
+  function fleet() {
+    var f = document.getElementById("fleet");
+    f.appendChild(el("h2", {}, "Where the critical-path time went"));
+    f.appendChild(legend());
+    var shares = S.share_of_critical_path || {};
+    var top = el("div", { id: "fleet-share" });
+    top.appendChild(stacked(shares, 720, 26));
+    var words = CLASSES.filter(function (c) { return shares[c] > 0; })
+      .map(function (c) { return c + " " + pct(shares[c]); }).join(" · ");
+    top.appendChild(el("div", { "class": "muted" }, words));
+    var b = S.bottlenecks || {};
+    top.appendChild(el("div", {}, "Bottleneck of each task: " + (Object.keys(b).map(function (c) {
+      return b[c] + " " + c; }).join(", ") || "none")));
+    f.appendChild(top);
+    Object.keys(D.gpu || {}).forEach(function (name) {
+      var g = D.gpu[name], w = Object.keys(g.idle_while || {}).slice(0, 4)
+        .map(function (k) { return k + " " + pct(g.idle_while[k]); }).join(", ");
+      f.appendChild(el("p", { "class": "note" }, "GPU " + name + ": busy " + pct(g.busy) + ", idle " +
+        pct(g.idle) + " of " + secs(g.measured_s) + (w ? "; while it was idle the critical paths were in: " + w : "")));
+    });
+    var grid = el("div", { "class": "grid" });
+    grid.appendChild(breakdown("By stage", D.by_stage));
+    grid.appendChild(breakdown("By lane", D.by_lane));
+    f.appendChild(grid);
+    var grid2 = el("div", { "class": "grid" });
+    grid2.appendChild(latency());
+    grid2.appendChild(ranking());
+    f.appendChild(grid2);
+  }
+  function breakdown(title, rows) {
+    var box = el("div", {}); box.appendChild(el("h3", {}, title + " (critical-path seconds per class)"));
+    var keys = Object.keys(rows || {}), tot = {}, max = 0;
+    keys.forEach(function (k) {
+      var t = 0; CLASSES.forEach(function (c) { t += rows[k][c] || 0; }); tot[k] = t; max = Math.max(max, t);
+    });
+    keys.sort(function (a, b) { return tot[b] - tot[a]; });
+    var svg = sv("svg", { width: 460, height: Math.max(keys.length, 1) * 22 + 4, "class": "breakdown" });
+    keys.forEach(function (k, i) {
+      var y = i * 22 + 2;
+      svg.appendChild(sv("text", { x: 0, y: y + 13 }, k.length > 18 ? k.slice(0, 17) + "…" : k));
+      var g = stacked(rows[k], 260, 16, max || 1); g.setAttribute("x", 130); g.setAttribute("y", y);
+      svg.appendChild(g);
+      svg.appendChild(sv("text", { x: 130 + (tot[k] / (max || 1)) * 260 + 6, y: y + 13, "class": "muted" }, secs(tot[k])));
+    });
+    box.appendChild(svg);
+    return box;
+  }
+  function latency() {
+    var box = el("div", {}); box.appendChild(el("h3", {}, "Task latency by bottleneck class"));
+    var durs = D.tasks.map(function (t) { return Math.max(t[I.duration_s], 1e-6); });
+    if (!durs.length) { box.appendChild(el("p", { "class": "muted" }, "no tasks")); return box; }
+    var lo = Math.log10(Math.min.apply(null, durs)), hi = Math.log10(Math.max.apply(null, durs));
+    if (hi - lo < 1e-9) { lo -= 0.5; hi += 0.5; }
+    var bins = 30, W = 300, H = 34, x0 = 70, present = CLASSES.filter(function (c) {
+      return D.tasks.some(function (t) { return t[I.bottleneck] === c; }); });
+    var svg = sv("svg", { width: x0 + W + 60, height: present.length * (H + 8) + 24, "class": "latency" });
+    present.forEach(function (c, r) {
+      var counts = new Array(bins).fill(0), n = 0;
+      D.tasks.forEach(function (t) {
+        if (t[I.bottleneck] !== c) return;
+        var b = Math.min(bins - 1, Math.floor((Math.log10(Math.max(t[I.duration_s], 1e-6)) - lo) / (hi - lo) * bins));
+        counts[b]++; n++;
+      });
+      var m = Math.max.apply(null, counts), y = r * (H + 8);
+      svg.appendChild(sv("text", { x: 0, y: y + H - 4 }, c + " (" + n + ")"));
+      counts.forEach(function (k, i) {
+        if (!k) return;
+        var h = Math.max(k / m * H, 1);
+        svg.appendChild(tip(sv("rect", { x: x0 + i * W / bins, y: y + H - h, width: W / bins - 1, height: h, fill: COL[c] }),
+          k + " tasks, " + secs(Math.pow(10, lo + i * (hi - lo) / bins)) + "–" + secs(Math.pow(10, lo + (i + 1) * (hi - lo) / bins))));
+      });
+    });
+    var yb = present.length * (H + 8) + 12;
+    svg.appendChild(sv("text", { x: x0, y: yb, "class": "muted" }, secs(Math.pow(10, lo))));
+    svg.appendChild(sv("text", { x: x0 + W, y: yb, "text-anchor": "end", "class": "muted" }, secs(Math.pow(10, hi)) + " (log scale)"));
+    box.appendChild(svg);
+    return box;
+  }
+  function ranking() {
+    var box = el("div", { id: "ranking" }); box.appendChild(el("h3", {}, "Tasks that lost the most time to each class"));
+    CLASSES.forEach(function (c, ci) {
+      var lost = D.tasks.map(function (t, i) { return [t[I.shares][ci] * t[I.duration_s], i]; })
+        .filter(function (p) { return p[0] > 0; }).sort(function (a, b) { return b[0] - a[0]; }).slice(0, 5);
+      if (!lost.length) return;
+      var p = el("div", {}); var h = el("span", { "class": "cls" }, c + ": "); h.style.color = COL[c]; p.appendChild(h);
+      lost.forEach(function (l, k) {
+        if (k) p.appendChild(document.createTextNode(", "));
+        p.appendChild(taskLink(l[1], D.tasks[l[1]][I.name]));
+        p.appendChild(document.createTextNode(" " + secs(l[0])));
+      });
+      box.appendChild(p);
+    });
+    return box;
+  }
+  function taskLink(i, text) {
+    var a = el("a", { href: "#task=" + i }, text);
+    if (!D.timelines[String(i)]) a.setAttribute("title", "no timeline in this report (see --timelines)");
+    return a;
+  }
+
+  // ---- task table ---------------------------------------------------------------------------
+  var rows = [], sortKey = I.duration_s, sortDir = -1, tbody, countEl, qEl, clsEl;
+  function table() {
+    var t = document.getElementById("table");
+    t.appendChild(el("h2", {}, "Tasks"));
+    var ctl = el("div", { "class": "controls" });
+    qEl = el("input", { id: "filter", type: "search", placeholder: "filter: name, lane, class or evidence" });
+    clsEl = el("select", { id: "class-filter" });
+    clsEl.appendChild(el("option", { value: "" }, "every bottleneck"));
+    CLASSES.forEach(function (c) { clsEl.appendChild(el("option", { value: c }, c)); });
+    countEl = el("span", { id: "shown", "class": "muted" });
+    ctl.appendChild(qEl); ctl.appendChild(clsEl); ctl.appendChild(countEl);
+    t.appendChild(ctl);
+    var wrap = el("div", { "class": "tablewrap" }), tab = el("table", { id: "tasks" });
+    var head = el("tr");
+    [["task", I.name], ["lane", I.lane], ["start", I.start], ["duration", I.duration_s],
+     ["bottleneck", I.bottleneck], ["conf.", I.confidence], ["shares", null], ["main evidence", I.evidence]]
+      .forEach(function (h) {
+        var th = el("th", {}, h[0]);
+        if (h[1] !== null) {
+          th.dataset.key = h[1];
+          th.addEventListener("click", function () { sortBy(h[1], th); });
+        }
+        head.appendChild(th);
+      });
+    var thead = el("thead"); thead.appendChild(head); tab.appendChild(thead);
+    tbody = el("tbody"); tab.appendChild(tbody);
+    var frag = document.createDocumentFragment();
+    D.tasks.forEach(function (task, i) {
+      var tr = el("tr", { "data-task": i });
+      var name = el("td"); name.appendChild(D.timelines[String(i)] ? taskLink(i, task[I.name]) : document.createTextNode(task[I.name]));
+      tr.appendChild(name);
+      tr.appendChild(el("td", {}, task[I.lane] || "-"));
+      tr.appendChild(el("td", { "class": "num" }, task[I.start].replace("T", " ").replace("Z", "")));
+      tr.appendChild(el("td", { "class": "num" }, secs(task[I.duration_s])));
+      var b = el("td", { "class": "cls" }, task[I.bottleneck]); b.style.color = COL[task[I.bottleneck]] || "";
+      tr.appendChild(b);
+      tr.appendChild(el("td", { "class": "num" }, task[I.confidence].toFixed(2)));
+      var sh = el("td"), bar = el("div", { "class": "minibar" });
+      bar.style.background = gradient(task[I.shares]);
+      bar.title = CLASSES.map(function (c, k) { return c + " " + pct(task[I.shares][k]); }).join(", ");
+      sh.appendChild(bar); tr.appendChild(sh);
+      tr.appendChild(el("td", { "class": "ev" }, task[I.evidence]));
+      tr._text = (task[I.name] + " " + task[I.lane] + " " + task[I.bottleneck] + " " + task[I.evidence]).toLowerCase();
+      tr._task = task;
+      rows.push(tr); frag.appendChild(tr);
+    });
+    tbody.appendChild(frag);
+    wrap.appendChild(tab); t.appendChild(wrap);
+    qEl.addEventListener("input", function () { setHash({ q: qEl.value }); });
+    clsEl.addEventListener("change", function () { setHash({ "class": clsEl.value }); });
+    sortBy(I.duration_s, head.children[3], -1);
+  }
+  function sortBy(key, th, dir) {
+    sortDir = dir || (sortKey === key ? -sortDir : (key === I.name || key === I.lane || key === I.bottleneck ? 1 : -1));
+    sortKey = key;
+    Array.prototype.forEach.call(th.parentNode.children, function (h) { h.removeAttribute("data-sort"); });
+    th.setAttribute("data-sort", sortDir > 0 ? "asc" : "desc");
+    rows.sort(function (a, b) {
+      var x = a._task[key], y = b._task[key];
+      return (x < y ? -1 : x > y ? 1 : 0) * sortDir;
+    });
+    var frag = document.createDocumentFragment();
+    rows.forEach(function (r) { frag.appendChild(r); });
+    tbody.appendChild(frag);
+  }
+  function filter(q, cls) {
+    q = (q || "").toLowerCase(); var n = 0;
+    rows.forEach(function (r) {
+      var show = (!q || r._text.indexOf(q) >= 0) && (!cls || r._task[I.bottleneck] === cls);
+      r.hidden = !show; if (show) n++;
+    });
+    countEl.textContent = n + " of " + rows.length + " tasks";
+    countEl.dataset.shown = n;
+  }
+
+  // ---- timeline -----------------------------------------------------------------------------
+  function timeline(i) {
+    var box = document.getElementById("timeline");
+    box.textContent = "";
+    var tl = D.timelines[String(i)], task = D.tasks[i];
+    if (task === undefined) return;
+    box.appendChild(el("h2", {}, "Task: " + task[I.name]));
+    var meta = (task[I.lane] || "no lane") + " · " + task[I.start] + " · " + secs(task[I.duration_s]) +
+      " · bottleneck " + task[I.bottleneck] + " (confidence " + task[I.confidence].toFixed(2) + ")" +
+      (tl && tl.host ? " · host " + tl.host : "") + " · trace " + task[I.trace_id];
+    box.appendChild(el("p", { "class": "muted" }, meta));
+    if (!tl) {
+      box.appendChild(el("p", { "class": "note" }, "This report has no timeline for this task: it keeps " +
+        D.timelines_limit + " (the slowest and the most typical). Make one with a larger --timelines."));
+      return;
+    }
+    box.appendChild(legend());
+    var total = Math.max(task[I.duration_s], 1e-9), LW = 240, W = Math.max(Math.min(window.innerWidth - LW - 90, 1100), 360);
+    var RH = 16, MAXROWS = 1500;
+    var order = spanOrder(tl.spans).slice(0, MAXROWS);
+    var rowOf = {}; order.forEach(function (s, r) { rowOf[s] = r; });
+    var counters = tl.counters || [], CH = 36;
+    var top = 22, pathY = top, spansY = top + RH + 10;
+    var height = spansY + order.length * RH + 10 + counters.length * (CH + 10) + 20;
+    var svg = sv("svg", { width: LW + W + 20, height: height, id: "gantt", role: "img" });
+    function X(t) { return LW + Math.max(0, Math.min(t / total, 1)) * W; }
+    var axis = sv("g", { "class": "axis" });
+    for (var k = 0; k <= 5; k++) {
+      var t = total * k / 5;
+      axis.appendChild(sv("line", { x1: X(t), x2: X(t), y1: 14, y2: height - 4 }));
+      axis.appendChild(sv("text", { x: X(t), y: 11, "text-anchor": k === 5 ? "end" : "middle", "class": "muted" }, secs(t)));
+    }
+    svg.appendChild(axis);
+    svg.appendChild(sv("text", { x: 0, y: pathY + 12 }, "critical path"));
+    tl.path.forEach(function (p) {
+      svg.appendChild(tip(sv("rect", { x: X(p[0]), y: pathY, width: Math.max(X(p[1]) - X(p[0]), 0.7), height: RH - 2, fill: COL[p[2]] }),
+        p[4] + " [" + p[5] + "] " + p[2] + ", " + secs(p[1] - p[0]) + ": " + p[6]));
+    });
+    order.forEach(function (s, r) {
+      var span = tl.spans[s], y = spansY + r * RH, depth = depthOf(tl.spans, s);
+      var label = "\u00a0".repeat(Math.min(depth, 12) * 2) + span[2];
+      svg.appendChild(tip(sv("text", { x: 0, y: y + 11 }, label.length > 38 ? label.slice(0, 37) + "…" : label),
+        span[2] + (span[3] ? " [" + span[3] + "]" : "")));
+      svg.appendChild(tip(sv("rect", { x: X(span[4]), y: y + 3, width: Math.max(X(span[5]) - X(span[4]), 0.7), height: RH - 6, fill: "#c9ced9" }),
+        span[2] + " [" + (span[3] || "no stage") + "] " + secs(span[5] - span[4])));
+    });
+    tl.path.forEach(function (p) {  // the critical path over its spans' rows
+      var r = rowOf[p[3]]; if (r === undefined) return;
+      svg.appendChild(tip(sv("rect", { x: X(p[0]), y: spansY + r * RH + 1, width: Math.max(X(p[1]) - X(p[0]), 0.7), height: RH - 2,
+                                       fill: COL[p[2]], "class": "cp" }), p[2] + ": " + p[6]));
+    });
+    var cy = spansY + order.length * RH + 14;
+    counters.forEach(function (c) {
+      var pts = c.points, max = c.scale === "share" ? 1 : Math.max.apply(null, pts.map(function (q) { return q[1]; }).concat([1e-9]));
+      svg.appendChild(sv("text", { x: 0, y: cy + CH / 2 + 4 }, c.label));
+      svg.appendChild(sv("text", { x: LW - 6, y: cy + 9, "text-anchor": "end", "class": "muted" }, c.scale === "share" ? "100%" : max.toFixed(2)));
+      svg.appendChild(sv("rect", { x: LW, y: cy, width: W, height: CH, fill: "#f6f7fa" }));
+      var d = "", last = null;
+      pts.forEach(function (q, j) {  // a step function: each value holds until the next sample
+        var x = X(q[0]), y = cy + CH - Math.max(0, Math.min(q[1] / max, 1)) * CH;
+        d += (j ? "H" + x.toFixed(1) + "V" + y.toFixed(1) : "M" + x.toFixed(1) + "," + y.toFixed(1)); last = y;
+      });
+      if (pts.length) {
+        d += "H" + X(total).toFixed(1);
+        svg.appendChild(sv("path", { d: d, fill: "none", stroke: "#39415a", "stroke-width": 1.2 }));
+      }
+      cy += CH + 10;
+    });
+    box.appendChild(svg);
+    if (order.length < tl.spans.length) box.appendChild(el("p", { "class": "muted" }, "showing the first " + MAXROWS + " of " + tl.spans.length + " spans"));
+    box.appendChild(el("h3", {}, "Evidence"));
+    var ul = el("ul", { "class": "evidence" });
+    (tl.evidence || []).forEach(function (e) { ul.appendChild(el("li", {}, e)); });
+    box.appendChild(ul);
+    box.appendChild(el("h3", {}, "Each critical-path section"));
+    var ol = el("ol", { "class": "evidence", id: "sections" });
+    tl.path.forEach(function (p) {
+      var li = el("li"), w = el("span", { "class": "when" }, secs(p[0]) + "–" + secs(p[1]) + " ");
+      var c = el("span", { "class": "cls" }, p[2]); c.style.color = COL[p[2]];
+      li.appendChild(w); li.appendChild(c);
+      li.appendChild(document.createTextNode(" " + p[4] + (p[5] ? " [" + p[5] + "]" : "") + ": " + p[6]));
+      ol.appendChild(li);
+    });
+    box.appendChild(ol);
+  }
+  function spanOrder(spans) {  // depth first, children by start time
+    var kids = {}, roots = [];
+    spans.forEach(function (s, i) { if (s[1] >= 0) (kids[s[1]] = kids[s[1]] || []).push(i); else roots.push(i); });
+    var out = [], stack = roots.slice().reverse();
+    while (stack.length) {
+      var i = stack.pop(); out.push(i);
+      var k = kids[i] || []; for (var j = k.length - 1; j >= 0; j--) stack.push(k[j]);
+    }
+    return out;
+  }
+  function depthOf(spans, i) { var d = 0; while (spans[i][1] >= 0 && d < 64) { i = spans[i][1]; d++; } return d; }
+
+  // ---- the address: #task=N&q=text&class=cpu ------------------------------------------------
+  function readHash() {
+    var out = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+      if (!kv) return; var p = kv.split("="); out[decodeURIComponent(p[0])] = decodeURIComponent(p.slice(1).join("=") || "");
+    });
+    return out;
+  }
+  function setHash(change) {
+    var h = readHash(); for (var k in change) { if (change[k] === "" || change[k] === null) delete h[k]; else h[k] = change[k]; }
+    var s = Object.keys(h).map(function (k) { return encodeURIComponent(k) + "=" + encodeURIComponent(h[k]); }).join("&");
+    history.replaceState(null, "", s ? "#" + s : location.pathname + location.search);
+    apply();
+  }
+  var shownTask = null;
+  function apply() {
+    var h = readHash();
+    if (qEl.value !== (h.q || "")) qEl.value = h.q || "";
+    if (clsEl.value !== (h["class"] || "")) clsEl.value = h["class"] || "";
+    filter(h.q, h["class"]);
+    var first = D.typical[Object.keys(D.typical)[0]];
+    var want = h.task !== undefined ? parseInt(h.task, 10) : (first !== undefined ? first : 0);
+    if (want !== shownTask && D.tasks.length) {
+      shownTask = want; timeline(want);
+      if (h.task !== undefined) document.getElementById("timeline").scrollIntoView();
+    }
+  }
+
+  fleet();
+  table();
+  window.addEventListener("hashchange", apply);
+  apply();
+  document.body.setAttribute("data-rendered-ms", Math.round(performance.now()));
+})();

@@ -1,0 +1,259 @@
+"""The self-contained HTML report (``agentscope report DIR --html FILE``).
+
+One file, no network at view time: the data as JSON in a ``<script type="application/json">``
+block, the script and style (``assets/report.js``, ``assets/report.css``) inlined. The page
+draws, in SVG:
+
+* fleet views: the share of critical-path time per class, per stage and per lane; the latency
+  distribution by bottleneck class; the tasks ranked by the time each class took from them;
+* a table of every task that sorts and filters (``#q=text``, ``#class=cpu`` in the address
+  select the same), each row linking to the task's timeline (``#task=N``);
+* a task's timeline: every span on its row, the critical path drawn over them in its classes'
+  colours, the host's counters (CPU, CPU and memory pressure, GPU) under it on the same time
+  axis, and the evidence behind every section in words.
+
+Timelines carry every span of a task, so only some tasks get one (``timelines``: the slowest,
+and the most typical task of each bottleneck class); every task is in the table.
+
+Span names and attributes come from untrusted programs. The JSON is escaped so that no
+``<``, ``>`` or ``&`` reaches the HTML parser, and the script only ever puts data into the page
+as text (``textContent``, attribute values set through the DOM), never as markup.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from importlib import resources
+from typing import Any, Optional
+
+import numpy as np
+
+from ..analyzers.evidence import CLASSES
+from ..analyzers.tasks import Analysis
+from .views import typical_tasks
+
+SCHEMA = "agentscope.report/v1"
+COLOURS = {"gpu": "#b04fc8", "cpu": "#d9534f", "memory": "#e0a400", "io": "#2a9fd6",
+           "queue": "#4866d4"}
+# counters drawn under a timeline: (metric, label, how to scale)
+COUNTERS = (("system.cpu.utilization", "host CPU busy", "share"),
+            ("system.pressure.cpu.some", "PSI cpu (runnable, waiting)", "share"),
+            ("system.pressure.memory.some", "PSI memory", "share"),
+            ("agentscope.tree.runqueue_wait", "agent threads waiting for a CPU", "value"),
+            ("hw.gpu.utilization", "GPU busy", "share"))
+
+
+def _iso(ns: int) -> str:
+    t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _r(x: float, digits: int = 6) -> float:
+    return round(float(x), digits)
+
+
+def fleet_breakdowns(analysis: Analysis) -> tuple:
+    """(per stage, per lane): critical-path seconds per class, from the section arrays when the
+    engine made them, else from the tasks' segments."""
+    by_stage: dict = {}
+    by_lane: dict = {}
+    sec = analysis.sections
+    if sec is not None and analysis.columns is not None and len(sec.task):
+        length = (np.asarray(sec.end) - np.asarray(sec.start)).astype(np.float64) / 1e9
+        weighted = np.asarray(sec.shares, dtype=np.float64) * length[:, None]
+        stage_col = np.asarray(analysis.columns["stage"], dtype=object)
+        span = np.asarray(sec.span)
+        stage = np.where(span >= 0, stage_col[np.maximum(span, 0)], "(gap)")
+        stage = np.array(["(none)" if s is None else s for s in stage], dtype=object)
+        lanes = np.array([t.lane or "(none)" for t in analysis.tasks], dtype=object)
+        lane = lanes[np.asarray(sec.task)]
+        for keys, out in ((stage, by_stage), (lane, by_lane)):
+            uniq, inv = np.unique(keys.astype(str), return_inverse=True)
+            sums = np.zeros((len(uniq), len(CLASSES)))
+            np.add.at(sums, inv, weighted)
+            for k, row in zip(uniq.tolist(), sums):
+                out[k] = {c: _r(v) for c, v in zip(CLASSES, row)}
+        return by_stage, by_lane
+    for t in analysis.tasks:
+        lane_row = by_lane.setdefault(t.lane or "(none)", dict.fromkeys(CLASSES, 0.0))
+        for s in t.segments:
+            length = (s.end_ns - s.start_ns) / 1e9
+            row = by_stage.setdefault(s.stage or ("(gap)" if s.span_id is None else "(none)"),
+                                      dict.fromkeys(CLASSES, 0.0))
+            for c, f in s.shares.items():
+                row[c] += f * length
+                lane_row[c] += f * length
+    for out in (by_stage, by_lane):
+        for row in out.values():
+            for c in row:
+                row[c] = _r(row[c])
+    return by_stage, by_lane
+
+
+def pick_timelines(analysis: Analysis, limit: int) -> list:
+    """Indexes of the tasks that get a timeline: all of them when there are at most ``limit``;
+    else the most typical task of each bottleneck class, then the slowest."""
+    tasks = analysis.tasks
+    if len(tasks) <= limit:
+        return list(range(len(tasks)))
+    chosen = [i for i in typical_tasks(tasks).values()]
+    for i in sorted(range(len(tasks)), key=lambda i: -tasks[i].duration_ns):
+        if len(chosen) >= limit:
+            break
+        if i not in chosen:
+            chosen.append(i)
+    return sorted(chosen[:limit])
+
+
+def _spans_of(store: Any, trace_ids: list) -> dict:
+    """trace_id -> [(span_id, parent, name, stage, start_ns, end_ns, host, status)]."""
+    if not trace_ids:
+        return {}
+    store.con.register("report_traces", {"trace_id": np.asarray(trace_ids, dtype=object)})
+    try:
+        rows = store.con.execute(
+            "SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.stage, s.start_ns, "
+            "s.end_ns, s.host, s.status FROM spans s JOIN report_traces r USING (trace_id) "
+            "ORDER BY s.trace_id, s.start_ns, s.end_ns DESC").fetchall()
+    finally:
+        store.con.unregister("report_traces")
+    out: dict = {}
+    for row in rows:
+        out.setdefault(row[0], []).append(row[1:])
+    return out
+
+
+def _counters_of(store: Any, windows: list) -> dict:
+    """For each (key, host, start_ns, end_ns): {label: {device: [[t_ns, value], ...]}} of the
+    timeline counters on that host over the window (a sample just before included)."""
+    if not windows:
+        return {}
+    metrics = [m for m, _, _ in COUNTERS]
+    store.con.register("report_windows", {
+        "k": np.asarray([w[0] for w in windows], dtype=np.int64),
+        "host": np.asarray([w[1] for w in windows], dtype=object),
+        "lo": np.asarray([w[2] for w in windows], dtype=np.int64),
+        "hi": np.asarray([w[3] for w in windows], dtype=np.int64)})
+    try:
+        rows = store.con.execute(
+            "SELECT w.k, s.metric, coalesce(s.device, ''), s.ts_ns, s.value "
+            "FROM samples s JOIN report_windows w ON s.host = w.host "
+            "AND s.ts_ns BETWEEN w.lo - 2000000000 AND w.hi + 1000000000 "
+            "WHERE s.metric IN (SELECT unnest(?::VARCHAR[])) AND s.value IS NOT NULL "
+            "AND (s.device IS NULL OR s.metric = 'hw.gpu.utilization') "
+            "ORDER BY w.k, s.metric, s.device, s.ts_ns", [metrics]).fetchall()
+    finally:
+        store.con.unregister("report_windows")
+    out: dict = {}
+    for k, metric, device, ts, value in rows:
+        out.setdefault(k, {}).setdefault(metric, {}).setdefault(device, []).append((ts, value))
+    return out
+
+
+def build(analysis: Analysis, problems: list = (), store: Any = None, timelines: int = 100,
+          title: str = "agentscope report", source: Optional[str] = None) -> dict:
+    """The report's data (what the page draws), as plain JSON-able values."""
+    if analysis.prepare is not None:
+        analysis.prepare()
+    tasks = analysis.tasks
+    s = analysis.summary
+    by_stage, by_lane = fleet_breakdowns(analysis)
+    chosen = pick_timelines(analysis, timelines)
+    typical = typical_tasks(tasks)
+    rows = []
+    for i, t in enumerate(tasks):
+        rows.append([t.name, t.lane or "", _iso(t.start_ns), _r(t.duration_ns / 1e9),
+                     t.bottleneck, t.confidence, [_r(t.shares.get(c, 0.0), 4) for c in CLASSES],
+                     t.evidence[0] if t.evidence else "", t.trace_id])
+    spans = _spans_of(store, [tasks[i].trace_id for i in chosen]) if store is not None else {}
+    lines: dict = {}
+    windows = []
+    for i in chosen:
+        t = tasks[i]
+        t0 = t.start_ns
+        own = spans.get(t.trace_id, [])
+        index = {row[0]: k for k, row in enumerate(own)}
+        span_rows = [[row[0], index.get(row[1], -1), row[2] or "", row[3] or "",
+                      _r((row[4] - t0) / 1e9), _r((row[5] - t0) / 1e9), row[7] or ""]
+                     for row in own]
+        path = [[_r((g.start_ns - t0) / 1e9), _r((g.end_ns - t0) / 1e9), g.cls,
+                 index.get(g.span_id, -1), g.name or "", g.stage or "", g.evidence or "",
+                 _r(g.confidence, 2)] for g in t.segments]
+        lines[str(i)] = {"spans": span_rows, "path": path, "evidence": list(t.evidence)}
+        hosts = {row[6] for row in own if row[6]}
+        for h in sorted(hosts)[:1]:  # the task's host (the first, if it spans several)
+            windows.append((i, h, t.start_ns, t.start_ns + t.duration_ns))
+            lines[str(i)]["host"] = h
+    counters = _counters_of(store, windows) if store is not None else {}
+    for k, series in counters.items():
+        t0 = tasks[k].start_ns
+        lines[str(k)]["counters"] = [
+            {"metric": m, "label": label + (f" {dev}" if dev else ""), "scale": scale,
+             "points": [[_r((ts - t0) / 1e9), _r(v, 4)] for ts, v in pts]}
+            for m, label, scale in COUNTERS for dev, pts in sorted(series.get(m, {}).items())]
+    return {
+        "schema": SCHEMA,
+        "title": title,
+        "source": source,
+        "generated": _iso(int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1e9)),
+        "classes": list(CLASSES),
+        "colours": COLOURS,
+        "summary": {k: s[k] for k in ("tasks", "spans", "critical_path_s",
+                                      "share_of_critical_path", "bottlenecks",
+                                      "orchestration_share", "lanes") if k in s},
+        "gpu": s.get("gpu") or {},
+        "by_stage": by_stage,
+        "by_lane": by_lane,
+        "task_columns": ["name", "lane", "start", "duration_s", "bottleneck", "confidence",
+                         "shares", "evidence", "trace_id"],
+        "tasks": rows,
+        "typical": {c: i for c, i in typical.items()},
+        "timelines": lines,
+        "timelines_limit": timelines,
+        "problems": [str(p) for p in list(problems)[:50]],
+        "problem_count": len(problems),
+    }
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe inside a ``<script>`` element: no ``<``, ``>``, ``&`` or line
+    separators reach the HTML parser (each is written as a JSON \\u escape, which JSON.parse
+    reads back as the same character)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+def render(data: dict) -> str:
+    """The whole HTML document."""
+    import html
+
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{html.escape(str(data.get('title', 'agentscope report')))}</title>"
+        f"<style>{_asset('report.css')}</style></head>\n<body>\n"
+        "<header><h1 id=\"title\"></h1><p id=\"meta\"></p></header>\n"
+        "<main><section id=\"fleet\"></section><section id=\"timeline\"></section>"
+        "<section id=\"table\"></section></main>\n"
+        f"<script type=\"application/json\" id=\"report-data\">{script_json(data)}</script>\n"
+        f"<script>{_asset('report.js')}</script>\n</body></html>\n")
+
+
+def write(path: str, analysis: Analysis, problems: list = (), store: Any = None,
+          timelines: int = 100, source: Optional[str] = None) -> dict:
+    """Build and write the report to ``path``; returns its data."""
+    data = build(analysis, problems, store, timelines, source=source,
+                 title=f"agentscope: {source}" if source else "agentscope report")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render(data))
+    return data

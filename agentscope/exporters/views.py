@@ -1,0 +1,57 @@
+"""What the reports share: which tasks to show, and a task's critical path as text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def typical_tasks(tasks: list) -> dict:
+    """For each bottleneck class present, the index of its most typical task: the one whose
+    duration is nearest the median duration of the tasks with that bottleneck. Classes come
+    most common first."""
+    groups: dict = {}
+    for i, t in enumerate(tasks):
+        groups.setdefault(t.bottleneck, []).append(i)
+    out = {}
+    for cls, idx in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        durations = sorted(tasks[i].duration_ns for i in idx)
+        median = durations[len(durations) // 2]
+        out[cls] = min(idx, key=lambda i: (abs(tasks[i].duration_ns - median), i))
+    return out
+
+
+def path_rows(task: Any, max_rows: int = 12, min_share: float = 0.01) -> list:
+    """The task's critical path as rows: consecutive sections of one span merged, as
+    (name, stage, class, start_s, end_s), times from the task's start. Rows shorter than
+    ``min_share`` of the task, and beyond the ``max_rows`` longest, are left out, in time order,
+    and one last row (times None) says how many and how long."""
+    rows: list = []
+    t0 = task.start_ns
+    for s in task.segments:
+        key = (s.span_id, s.cls)
+        if rows and rows[-1][0] == key and rows[-1][5] == s.start_ns:
+            rows[-1][5] = s.end_ns
+            continue
+        rows.append([key, s.name or "", s.stage or "", s.cls, s.start_ns, s.end_ns])
+    floor = task.duration_ns * min_share
+    longest = sorted(range(len(rows)), key=lambda i: rows[i][4] - rows[i][5])
+    keep = sorted(i for i in longest[:max_rows] if rows[i][5] - rows[i][4] >= floor)
+    out = [(rows[i][1], rows[i][2], rows[i][3], (rows[i][4] - t0) / 1e9, (rows[i][5] - t0) / 1e9)
+           for i in keep]
+    left = len(rows) - len(keep)
+    if left:
+        kept = set(keep)
+        left_ns = sum(r[5] - r[4] for i, r in enumerate(rows) if i not in kept)
+        out.append((f"({left} shorter sections, {left_ns / 1e9:.3f} s in all)", "", "", None,
+                    None))
+    return out
+
+
+def bar(start_s: float, end_s: float, total_s: float, width: int, fill: str) -> str:
+    """A row of ``width`` characters with ``fill`` where [start, end) falls on [0, total)."""
+    if total_s <= 0:
+        return " " * width
+    a = int(start_s / total_s * width)
+    b = max(int(round(end_s / total_s * width)), a + 1)
+    a, b = min(max(a, 0), width - 1), min(b, width)
+    return " " * a + fill * (b - a) + " " * (width - b)
