@@ -1,0 +1,270 @@
+"""Reports people read: the HTML report (data, escaping, a real browser), the terminal's and
+Markdown's text timelines, colour only where the terminal takes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agentscope.cli import main
+from agentscope.exporters import html_report
+from agentscope.exporters.views import bar, path_rows, typical_tasks
+from agentscope.formats import spanfile
+from agentscope.records import SpanRecord
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "sample_traces"
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+
+HOSTILE_NAME = "</script><script>console.error('xss-script')</script>"
+HOSTILE_IMG = "<img src=x onerror=\"console.error('xss-img')\"> & 'quotes' \u2028"
+TASK_NAME = HOSTILE_NAME + HOSTILE_IMG  # the task's name is in the table, the charts, the title
+
+
+def _data_of(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S)
+    assert m, "no data block"
+    return json.loads(m.group(1))
+
+
+def _span(trace, span_id, parent, name, stage, start_ms, end_ms, attrs=None, cpu_ms=None):
+    cpu = None if cpu_ms is None else cpu_ms * MS
+    return SpanRecord(trace, span_id, parent, name, stage, "internal", T0 + start_ms * MS,
+                      T0 + end_ms * MS, "unset", None, "svc", "h", 1, 1, cpu, 0, 0, 0, 0, 0, 0, 0,
+                      attrs or {})
+
+
+def _hostile_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "traces"
+    d.mkdir()
+    trace = "b" * 32
+    records = [
+        _span(trace, "1" * 16, None, TASK_NAME, "task", 0, 100,
+              {"agentscope.lane": "<b>lane</b>", "gen_ai.agent.name": '"><svg onload=alert(1)>'}),
+        _span(trace, "2" * 16, "1" * 16, HOSTILE_IMG, "tool", 5, 95, cpu_ms=80),
+    ]
+    (d / "spans-h-1-1.jsonl").write_text("".join(spanfile.encode(r) for r in records))
+    return d
+
+
+# ---- the HTML report ----------------------------------------------------------------------------
+def test_report_of_the_sample_traces(tmp_path):
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(SAMPLES), "--html", str(out),
+                                       "--db", str(tmp_path / "db.duckdb")])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")  # nothing fetched
+    assert "https://" not in html
+    data = _data_of(html)
+    assert data["schema"] == "agentscope.report/v1"
+    analysed = json.loads(CliRunner().invoke(main, [
+        "analyze", str(SAMPLES), "--format", "json", "--db", str(tmp_path / "db.duckdb")]).output)
+    assert len(data["tasks"]) == len(analysed["tasks"]) == data["summary"]["tasks"]
+    assert len(data["timelines"]) == len(data["tasks"])  # 24 tasks <= 100: every one
+    by_trace = {t["trace_id"]: t for t in analysed["tasks"]}
+    col = {c: i for i, c in enumerate(data["task_columns"])}
+    for i, row in enumerate(data["tasks"]):
+        task = by_trace[row[col["trace_id"]]]
+        assert row[col["bottleneck"]] == task["bottleneck"]
+        tl = data["timelines"][str(i)]
+        assert len(tl["spans"]) == task["spans"]
+        # the critical path covers the task from start to end, in order, in our classes
+        assert tl["path"][0][0] == pytest.approx(0, abs=1e-6)
+        assert tl["path"][-1][1] == pytest.approx(row[col["duration_s"]], abs=1e-6)
+        for a, b in zip(tl["path"], tl["path"][1:]):
+            assert a[1] == pytest.approx(b[0], abs=1e-6)
+        assert {p[2] for p in tl["path"]} <= set(data["classes"])
+        assert all(p[3] < len(tl["spans"]) for p in tl["path"])
+    # fleet views: per stage and lane, seconds that add up to the critical paths' total
+    total = sum(sum(v.values()) for v in data["by_stage"].values())
+    assert total == pytest.approx(data["summary"]["critical_path_s"], rel=1e-3)
+    assert sum(sum(v.values()) for v in data["by_lane"].values()) == pytest.approx(total, rel=1e-6)
+    assert set(data["by_lane"]) == {"online", "batch"}
+    # the sample traces were recorded with counters: timelines carry the host's
+    assert any(tl.get("counters") for tl in data["timelines"].values())
+
+
+def test_report_keeps_timelines_for_typical_and_slowest_tasks_only(tmp_path):
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(SAMPLES), "--html", str(out), "--timelines",
+                                       "4", "--db", str(tmp_path / "db.duckdb")])
+    assert result.exit_code == 0, result.output
+    data = _data_of(out.read_text())
+    assert len(data["tasks"]) == 24 and len(data["timelines"]) == 4
+    assert {str(i) for i in data["typical"].values()} <= set(data["timelines"])
+    col = {c: i for i, c in enumerate(data["task_columns"])}
+    durations = sorted((r[col["duration_s"]] for r in data["tasks"]), reverse=True)
+    slowest = max(range(24), key=lambda i: data["tasks"][i][col["duration_s"]])
+    assert str(slowest) in data["timelines"] and durations[0] == data["tasks"][slowest][3]
+
+
+def test_untrusted_names_and_attributes_are_escaped(tmp_path):
+    d = _hostile_dir(tmp_path)
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(d), "--html", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    # nothing from the data reaches the HTML parser as markup
+    for bad in ("<script>console.error", "<img src=x", "<b>lane", "<svg onload", "\u2028"):
+        assert bad not in html
+    assert html.count("<script") == 2 and html.count("</script>") == 2  # data + our script
+    data = _data_of(html)  # and the JSON gives every character back
+    col = {c: i for i, c in enumerate(data["task_columns"])}
+    assert data["tasks"][0][col["name"]] == TASK_NAME
+    assert data["tasks"][0][col["lane"]] == "<b>lane</b>"
+    names = {s[2] for s in data["timelines"]["0"]["spans"]}
+    assert names == {TASK_NAME, HOSTILE_IMG}
+    # the script puts data in as text only
+    js = (REPO / "agentscope" / "exporters" / "assets" / "report.js").read_text()
+    assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "document.write" not in js
+
+
+def test_script_json_round_trips_and_hides_markup():
+    value = {"a": "</script><!-- \u2028\u2029 & <>", "b": [1.5, None, "é"]}
+    text = html_report.script_json(value)
+    assert not set("<>&\u2028\u2029") & set(text)
+    assert json.loads(text) == value
+
+
+# ---- a real browser -----------------------------------------------------------------------------
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+                 if shutil.which(n)), None)
+
+
+def _chromium(tmp_path: Path, url: str, *args: str) -> tuple:
+    """Headless Chromium on ``url``; (stdout, the console messages it logged)."""
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr", "--v=0",
+         "--virtual-time-budget=10000", *args, url],
+        capture_output=True, text=True, timeout=120)
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    return proc.stdout, console
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+def test_the_report_in_headless_chromium(tmp_path):
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(SAMPLES), "--html", str(out), "--db",
+                                     str(tmp_path / "db.duckdb")]).exit_code == 0
+    data = _data_of(out.read_text())
+    col = {c: i for i, c in enumerate(data["task_columns"])}
+    # the address filters the table: 'research' among the io-bound tasks
+    want = sum(1 for t in data["tasks"] if t[col["bottleneck"]] == "io"
+               and "research" in " ".join([t[col["name"]], t[col["lane"]], t[col["bottleneck"]],
+                                           t[col["evidence"]]]).lower())
+    assert 0 < want < len(data["tasks"])
+    dom, console = _chromium(tmp_path, out.as_uri() + "#q=research&class=io", "--dump-dom")
+    assert console == [], console  # no errors, no messages at all
+    assert re.search(r'data-rendered-ms="\d+"', dom), "the script did not finish"
+    assert f'data-shown="{want}"' in dom
+    shown = re.findall(r'<tr data-task="\d+"( hidden="")?>', dom)
+    assert sum(1 for h in shown if not h) == want and len(shown) == len(data["tasks"])
+    # the timeline and the charts are drawn
+    gantt = re.search(r'<svg[^>]*id="gantt".*?</svg>', dom, re.S)
+    assert gantt and gantt.group(0).count("<rect") >= 5
+    assert dom.count('class="latency"') == 1 and dom.count('class="breakdown"') == 2
+    assert re.search(r'<svg[^>]*class="latency".*?<rect', dom, re.S)
+    # a task picked in the address gets its timeline
+    dom, console = _chromium(tmp_path, out.as_uri() + "#task=3", "--dump-dom")
+    assert console == []
+    name = data["tasks"][3][col["name"]]
+    assert f"<h2>Task: {name}</h2>" in dom
+    shot = tmp_path / "report.png"
+    _chromium(tmp_path, out.as_uri(), f"--screenshot={shot}", "--window-size=1400,2000")
+    assert shot.exists() and shot.stat().st_size > 10_000
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+def test_hostile_names_stay_text_in_the_browser(tmp_path):
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(_hostile_dir(tmp_path)), "--html",
+                                     str(out)]).exit_code == 0
+    dom, console = _chromium(tmp_path, out.as_uri(), "--dump-dom")
+    assert not [c for c in console if "xss" in c], console  # neither payload ran
+    assert console == []
+    assert "&lt;/script&gt;&lt;script&gt;console.error('xss-script')" in dom  # shown as text
+    assert "<img" not in dom and "<script>console" not in dom
+
+
+# ---- terminal and Markdown ----------------------------------------------------------------------
+def test_terminal_shows_the_slowest_and_the_typical_task_as_timelines(tmp_path):
+    result = CliRunner().invoke(main, ["analyze", str(SAMPLES), "--db",
+                                       str(tmp_path / "db.duckdb")])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "\x1b" not in out  # not a terminal: plain
+    assert re.search(r"slowest task: contended \(online, 1\.\d+ s, cpu", out)
+    assert re.search(r"most typical task \(cpu-bound, like 13 of 24\)", out)
+    assert re.search(r"crunch \[tool\]\s+cpu\s+\|C+\|", out)
+    assert out.index("slowest task:") < out.index("Tasks (slowest")
+
+
+def test_colour_only_where_the_terminal_takes_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM")}
+    db = str(tmp_path / "db.duckdb")
+
+    def run(**extra):
+        return subprocess.run([sys.executable, "-m", "agentscope.cli", "analyze", str(SAMPLES),
+                               "--db", db],
+                              capture_output=True, text=True, env={**env, **extra}, timeout=120)
+
+    plain = run()  # a pipe
+    assert plain.returncode == 0 and "\x1b[" not in plain.stdout
+    forced = run(FORCE_COLOR="1", TERM="xterm-256color")
+    assert re.search(r"\x1b\[[0-9;]*3[0-9]m|\x1b\[38;", forced.stdout)  # colours
+    no_color = run(FORCE_COLOR="1", TERM="xterm-256color", NO_COLOR="1")
+    assert not re.search(r"\x1b\[[0-9;]*3[0-9]m|\x1b\[38;", no_color.stdout)
+    assert "crunch [tool]" in no_color.stdout
+
+
+def test_markdown_has_the_summary_and_the_timelines(tmp_path):
+    result = CliRunner().invoke(main, ["analyze", str(SAMPLES), "--format", "markdown", "--db",
+                                       str(tmp_path / "db.duckdb")])
+    assert result.exit_code == 0
+    md = result.output
+    assert md.startswith("## agentscope: 24 tasks")
+    assert "**slowest task**: contended" in md and md.count("```") == 4
+    assert re.search(r"crunch \[tool\]\s+cpu\s+\|C+\|", md)
+
+
+def test_text_timeline_rows():
+    class Seg:
+        def __init__(self, sid, name, stage, a, b, cls):
+            self.span_id, self.name, self.stage = sid, name, stage
+            self.start_ns, self.end_ns, self.cls = a, b, cls
+
+    class Task:
+        start_ns, duration_ns = 0, 1000
+        segments = [Seg("t", "task", "task", 0, 5, "cpu"), Seg("a", "tool", "tool", 5, 400, "io"),
+                    Seg("a", "tool", "tool", 400, 600, "io"), Seg("b", "llm", "inference", 600, 990, "gpu"),
+                    Seg("t", "task", "task", 990, 1000, "cpu")]
+
+    rows = path_rows(Task())
+    # the tool's two sections merged; the task's last 1 % kept, its first 0.5 % left out
+    assert rows[0] == ("tool", "tool", "io", 5e-9, 6e-7)
+    assert [r[2] for r in rows] == ["io", "gpu", "cpu", ""]
+    assert rows[-1][0] == "(1 shorter sections, 0.000 s in all)" and rows[-1][3] is None
+    rows = path_rows(Task(), max_rows=2)
+    assert [r[0] for r in rows] == ["tool", "llm", "(2 shorter sections, 0.000 s in all)"]
+    assert bar(0.25, 0.5, 1.0, 8, "C") == "  CC    "
+    assert bar(0.0, 0.0001, 1.0, 8, "C") == "C       "  # at least one cell
+
+
+def test_typical_task_is_nearest_the_median_of_the_commonest_class():
+    class T:
+        def __init__(self, b, d):
+            self.bottleneck, self.duration_ns = b, d
+
+    tasks = [T("cpu", 10), T("cpu", 50), T("cpu", 90), T("io", 5), T("cpu", 48)]
+    assert typical_tasks(tasks) == {"cpu": 1, "io": 3}
