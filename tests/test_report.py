@@ -168,8 +168,9 @@ def test_the_report_in_headless_chromium(tmp_path):
     assert console == [], console  # no errors, no messages at all
     assert re.search(r'data-rendered-ms="\d+"', dom), "the script did not finish"
     assert f'data-shown="{want}"' in dom
-    shown = re.findall(r'<tr data-task="\d+"( hidden="")?>', dom)
-    assert sum(1 for h in shown if not h) == want and len(shown) == len(data["tasks"])
+    shown = re.findall(r'<tr data-task="(\d+)">', dom)
+    assert len(shown) == want  # only the matching rows are in the table
+    assert all(data["tasks"][int(i)][col["bottleneck"]] == "io" for i in shown)
     # the timeline and the charts are drawn
     gantt = re.search(r'<svg[^>]*id="gantt".*?</svg>', dom, re.S)
     assert gantt and gantt.group(0).count("<rect") >= 5
@@ -268,3 +269,26 @@ def test_typical_task_is_nearest_the_median_of_the_commonest_class():
 
     tasks = [T("cpu", 10), T("cpu", 50), T("cpu", 90), T("io", 5), T("cpu", 48)]
     assert typical_tasks(tasks) == {"cpu": 1, "io": 3}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+def test_a_large_table_shows_a_page_of_the_slowest_first(tmp_path):
+    d = tmp_path / "traces"
+    d.mkdir()
+    records = []
+    for n in range(300):
+        trace, root = f"{n + 1:032x}", f"{n + 1:016x}"
+        records.append(_span(trace, root, None, f"task-{n}", "task", n * 1000, n * 1000 + 10 + n))
+        records.append(_span(trace, f"{n + 1:08x}{1:08x}", root, "tool", "tool", n * 1000 + 1,
+                             n * 1000 + 5 + n, cpu_ms=1))
+    (d / "spans-h-1-1.jsonl").write_text("".join(spanfile.encode(r) for r in records))
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(d), "--html", str(out)]).exit_code == 0
+    dom, console = _chromium(tmp_path, out.as_uri(), "--dump-dom")
+    assert console == []
+    rows = re.findall(r'<tr data-task="(\d+)">', dom)
+    assert len(rows) == 200  # a page; the rest behind "show more"
+    data = _data_of(out.read_text())
+    names = [data["tasks"][int(i)][0] for i in rows]
+    assert names[:3] == ["task-299", "task-298", "task-297"]  # slowest first
+    assert "300 of 300 tasks (showing 200)" in dom and 'id="more"' in dom

@@ -169,7 +169,10 @@
   }
 
   // ---- task table ---------------------------------------------------------------------------
-  var rows = [], sortKey = I.duration_s, sortDir = -1, tbody, countEl, qEl, clsEl;
+  // Sorting and filtering work on the data; only the first PAGE matching rows are in the page
+  // ("show more" adds the next): a table of 10k tasks laid out whole takes seconds.
+  var PAGE = 200, order = [], matching = [], limit = PAGE, sortKey = I.duration_s, sortDir = -1;
+  var tbody, countEl, moreEl, qEl, clsEl, texts = [];
   function table() {
     var t = document.getElementById("table");
     t.appendChild(el("h2", {}, "Tasks"));
@@ -195,53 +198,64 @@
       });
     var thead = el("thead"); thead.appendChild(head); tab.appendChild(thead);
     tbody = el("tbody"); tab.appendChild(tbody);
-    var frag = document.createDocumentFragment();
-    D.tasks.forEach(function (task, i) {
-      var tr = el("tr", { "data-task": i });
-      var name = el("td"); name.appendChild(D.timelines[String(i)] ? taskLink(i, task[I.name]) : document.createTextNode(task[I.name]));
-      tr.appendChild(name);
-      tr.appendChild(el("td", {}, task[I.lane] || "-"));
-      tr.appendChild(el("td", { "class": "num" }, task[I.start].replace("T", " ").replace("Z", "")));
-      tr.appendChild(el("td", { "class": "num" }, secs(task[I.duration_s])));
-      var b = el("td", { "class": "cls" }, task[I.bottleneck]); b.style.color = COL[task[I.bottleneck]] || "";
-      tr.appendChild(b);
-      tr.appendChild(el("td", { "class": "num" }, task[I.confidence].toFixed(2)));
-      var sh = el("td"), bar = el("div", { "class": "minibar" });
-      bar.style.background = gradient(task[I.shares]);
-      bar.title = CLASSES.map(function (c, k) { return c + " " + pct(task[I.shares][k]); }).join(", ");
-      sh.appendChild(bar); tr.appendChild(sh);
-      tr.appendChild(el("td", { "class": "ev" }, task[I.evidence]));
-      tr._text = (task[I.name] + " " + task[I.lane] + " " + task[I.bottleneck] + " " + task[I.evidence]).toLowerCase();
-      tr._task = task;
-      rows.push(tr); frag.appendChild(tr);
-    });
-    tbody.appendChild(frag);
     wrap.appendChild(tab); t.appendChild(wrap);
+    moreEl = el("button", { id: "more", type: "button" });
+    moreEl.addEventListener("click", function () { limit += PAGE; draw(); });
+    t.appendChild(moreEl);
+    D.tasks.forEach(function (task, i) {
+      order.push(i);
+      texts.push((task[I.name] + " " + task[I.lane] + " " + task[I.bottleneck] + " " + task[I.evidence]).toLowerCase());
+    });
     qEl.addEventListener("input", function () { setHash({ q: qEl.value }); });
     clsEl.addEventListener("change", function () { setHash({ "class": clsEl.value }); });
-    sortBy(I.duration_s, head.children[3], -1);
+    sortBy(I.duration_s, head.children[3], -1, true);
   }
-  function sortBy(key, th, dir) {
+  function row(i) {
+    var task = D.tasks[i], tr = el("tr", { "data-task": i });
+    var name = el("td"); name.appendChild(D.timelines[String(i)] ? taskLink(i, task[I.name]) : document.createTextNode(task[I.name]));
+    tr.appendChild(name);
+    tr.appendChild(el("td", {}, task[I.lane] || "-"));
+    tr.appendChild(el("td", { "class": "num" }, task[I.start].replace("T", " ").replace("Z", "")));
+    tr.appendChild(el("td", { "class": "num" }, secs(task[I.duration_s])));
+    var b = el("td", { "class": "cls" }, task[I.bottleneck]); b.style.color = COL[task[I.bottleneck]] || "";
+    tr.appendChild(b);
+    tr.appendChild(el("td", { "class": "num" }, task[I.confidence].toFixed(2)));
+    var sh = el("td"), bar = el("div", { "class": "minibar" });
+    bar.style.background = gradient(task[I.shares]);
+    bar.title = CLASSES.map(function (c, k) { return c + " " + pct(task[I.shares][k]); }).join(", ");
+    sh.appendChild(bar); tr.appendChild(sh);
+    tr.appendChild(el("td", { "class": "ev" }, task[I.evidence]));
+    return tr;
+  }
+  function sortBy(key, th, dir, quiet) {
     sortDir = dir || (sortKey === key ? -sortDir : (key === I.name || key === I.lane || key === I.bottleneck ? 1 : -1));
     sortKey = key;
     Array.prototype.forEach.call(th.parentNode.children, function (h) { h.removeAttribute("data-sort"); });
     th.setAttribute("data-sort", sortDir > 0 ? "asc" : "desc");
-    rows.sort(function (a, b) {
-      var x = a._task[key], y = b._task[key];
-      return (x < y ? -1 : x > y ? 1 : 0) * sortDir;
+    order.sort(function (a, b) {
+      var x = D.tasks[a][key], y = D.tasks[b][key];
+      return (x < y ? -1 : x > y ? 1 : a - b) * sortDir;
     });
-    var frag = document.createDocumentFragment();
-    rows.forEach(function (r) { frag.appendChild(r); });
-    tbody.appendChild(frag);
+    if (!quiet) filter(qEl.value, clsEl.value);
   }
   function filter(q, cls) {
-    q = (q || "").toLowerCase(); var n = 0;
-    rows.forEach(function (r) {
-      var show = (!q || r._text.indexOf(q) >= 0) && (!cls || r._task[I.bottleneck] === cls);
-      r.hidden = !show; if (show) n++;
+    q = (q || "").toLowerCase();
+    matching = order.filter(function (i) {
+      return (!q || texts[i].indexOf(q) >= 0) && (!cls || D.tasks[i][I.bottleneck] === cls);
     });
-    countEl.textContent = n + " of " + rows.length + " tasks";
-    countEl.dataset.shown = n;
+    limit = PAGE;
+    draw();
+  }
+  function draw() {
+    var frag = document.createDocumentFragment(), n = Math.min(limit, matching.length);
+    for (var k = 0; k < n; k++) frag.appendChild(row(matching[k]));
+    tbody.textContent = "";
+    tbody.appendChild(frag);
+    countEl.textContent = matching.length + " of " + D.tasks.length + " tasks" +
+      (n < matching.length ? " (showing " + n + ")" : "");
+    countEl.dataset.shown = matching.length;
+    moreEl.textContent = "show " + Math.min(PAGE, matching.length - n) + " more";
+    moreEl.hidden = n >= matching.length;
   }
 
   // ---- timeline -----------------------------------------------------------------------------
@@ -374,4 +388,8 @@
   window.addEventListener("hashchange", apply);
   apply();
   document.body.setAttribute("data-rendered-ms", Math.round(performance.now()));
+  // after the browser has laid out and painted what was drawn: the time to a usable page
+  requestAnimationFrame(function () {
+    setTimeout(function () { document.body.setAttribute("data-painted-ms", Math.round(performance.now())); }, 0);
+  });
 })();
