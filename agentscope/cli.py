@@ -145,19 +145,10 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
     from .analyzers.pipeline import analyze_store
 
     store, load = _open_and_load(trace_dir, db)
-    if load.files_seen == 0:
-        click.echo(f"no capture files in {trace_dir} (looked for spans-*.jsonl, samples-*.jsonl "
-                   "and OTLP/JSON *.json, *.jsonl); record some with agentscope.init(...)",
-                   err=True)
     try:
         analysis = analyze_store(store)
         problems = store.all_problems()
-        if not analysis.tasks and load.files_seen:
-            samples = store.query("SELECT count(*) FROM samples").fetchall()[0][0]
-            if samples:
-                click.echo(f"{trace_dir} has {samples} counter samples but no spans: run the "
-                           "agent with agentscope.init() (or under `agentscope run`) to record "
-                           "its tasks", err=True)
+        _say_why_no_tasks(trace_dir, store, load, analysis)
     finally:
         store.close()
     if fmt == "json":
@@ -182,6 +173,20 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
             console = Console(width=120)  # pipes and files: do not squeeze to 80 columns
         render(analysis, problems, console, limit)
     sys.exit(1 if problems else 0)
+
+
+def _say_why_no_tasks(trace_dir: str, store, load, analysis) -> None:
+    """On stderr: why there is nothing to report, when there is nothing."""
+    if load.files_seen == 0:
+        click.echo(f"no capture files in {trace_dir} (looked for spans-*.jsonl, samples-*.jsonl "
+                   "and OTLP/JSON *.json, *.jsonl); record some with agentscope.init(...)",
+                   err=True)
+    elif not analysis.tasks:
+        samples = store.query("SELECT count(*) FROM samples").fetchall()[0][0]
+        if samples:
+            click.echo(f"{trace_dir} has {samples} counter samples but no spans: run the "
+                       "agent with agentscope.init() (or under `agentscope run`) to record "
+                       "its tasks", err=True)
 
 
 @main.command()
@@ -215,6 +220,7 @@ def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> 
     try:
         analysis = analyze_store(store)
         problems = store.all_problems()
+        _say_why_no_tasks(trace_dir, store, load, analysis)
         data = html_report.write(html_path, analysis, problems, store, timelines,
                                  source=trace_dir)
     finally:

@@ -292,3 +292,17 @@ def test_a_large_table_shows_a_page_of_the_slowest_first(tmp_path):
     names = [data["tasks"][int(i)][0] for i in rows]
     assert names[:3] == ["task-299", "task-298", "task-297"]  # slowest first
     assert "300 of 300 tasks (showing 200)" in dom and 'id="more"' in dom
+
+
+def test_report_of_an_empty_directory_says_why(tmp_path):
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(tmp_path), "--html", str(out)])
+    assert result.exit_code == 0
+    assert "no capture files" in result.output  # stderr, mixed in by CliRunner
+    data = _data_of(out.read_text())
+    assert data["tasks"] == [] and data["timelines"] == {}
+
+
+def test_script_json_writes_non_finite_numbers_as_null():
+    assert json.loads(html_report.script_json({"a": [1.0, float("nan")], "b": float("inf")})) \
+        == {"a": [1.0, None], "b": None}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from importlib import resources
 from typing import Any, Optional
 
@@ -140,14 +141,19 @@ def _counters_of(store: Any, windows: list) -> dict:
             "SELECT w.k, s.metric, coalesce(s.device, ''), s.ts_ns, s.value "
             "FROM samples s JOIN report_windows w ON s.host = w.host "
             "AND s.ts_ns BETWEEN w.lo - 2000000000 AND w.hi + 1000000000 "
-            "WHERE s.metric IN (SELECT unnest(?::VARCHAR[])) AND s.value IS NOT NULL "
+            "WHERE s.metric IN (SELECT unnest(?::VARCHAR[])) AND isfinite(s.value) "
             "AND (s.device IS NULL OR s.metric = 'hw.gpu.utilization') "
             "ORDER BY w.k, s.metric, s.device, s.ts_ns", [metrics]).fetchall()
     finally:
         store.con.unregister("report_windows")
+    starts = {w[0]: w[2] for w in windows}
     out: dict = {}
     for k, metric, device, ts, value in rows:
-        out.setdefault(k, {}).setdefault(metric, {}).setdefault(device, []).append((ts, value))
+        points = out.setdefault(k, {}).setdefault(metric, {}).setdefault(device, [])
+        if points and points[-1][0] <= starts[k] and ts <= starts[k]:
+            points[-1] = (ts, value)  # of the samples before the task, only the last counts
+        else:
+            points.append((ts, value))
     return out
 
 
@@ -224,11 +230,25 @@ def script_json(data: Any) -> str:
     """JSON that is safe inside a ``<script>`` element: no ``<``, ``>``, ``&`` or line
     separators reach the HTML parser (each is written as a JSON \\u escape, which JSON.parse
     reads back as the same character)."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a NaN or infinity somewhere: null, which JSON.parse reads
+        text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False)
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
                     ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(ch, esc)
     return text
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def render(data: dict) -> str:
