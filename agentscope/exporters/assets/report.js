@@ -327,6 +327,8 @@
       cy += CH + 10;
     });
     box.appendChild(svg);
+    if (!counters.length) box.appendChild(el("p", { "class": "muted" }, "No host counters were recorded during this task " +
+      "(record them with `agentscope run` or agentscope.init(collect=True))."));
     if (order.length < tl.spans.length) box.appendChild(el("p", { "class": "muted" }, "showing the first " + MAXROWS + " of " + tl.spans.length + " spans"));
     box.appendChild(el("h3", {}, "Evidence"));
     var ul = el("ul", { "class": "evidence" });
