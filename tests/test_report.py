@@ -248,7 +248,8 @@ def test_text_timeline_rows():
     class Task:
         start_ns, duration_ns = 0, 1000
         segments = [Seg("t", "task", "task", 0, 5, "cpu"), Seg("a", "tool", "tool", 5, 400, "io"),
-                    Seg("a", "tool", "tool", 400, 600, "io"), Seg("b", "llm", "inference", 600, 990, "gpu"),
+                    Seg("a", "tool", "tool", 400, 600, "io"),
+                    Seg("b", "llm", "inference", 600, 990, "gpu"),
                     Seg("t", "task", "task", 990, 1000, "cpu")]
 
     rows = path_rows(Task())

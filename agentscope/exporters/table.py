@@ -67,8 +67,9 @@ def featured(tasks: list) -> list:
     if typical:
         cls, i = next(iter(typical.items()))
         if tasks[i] is not slowest:
-            out.append((f"most typical task ({cls}-bound, like {sum(t.bottleneck == cls for t in tasks)}"
-                        f" of {len(tasks)})", tasks[i]))
+            like = sum(t.bottleneck == cls for t in tasks)
+            out.append((f"most typical task ({cls}-bound, like {like} of {len(tasks)})",
+                        tasks[i]))
     return out
 
 
