@@ -43,7 +43,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 class _Member:
     __slots__ = ("pid", "stat", "threads", "children", "last", "start", "ppid", "own_ns",
                  "wait_ns", "slices", "reaped_ns", "reaped_seen_ns", "rss", "faults", "mark",
-                 "nthreads", "seen_ns")
+                 "nthreads", "seen_ns", "raw")
 
     def __init__(self, pid: int, stat: ProcFile, start: bytes) -> None:
         self.pid, self.stat, self.start = pid, stat, start
@@ -52,6 +52,7 @@ class _Member:
         self.nthreads = 0  # from stat; a change means the thread list must be read again
         self.seen_ns = 0  # when a walk of the tree last reached it
         self.last: dict = {}  # tid -> (run ns, wait ns, slices) at the last read
+        self.raw: dict = {}  # tid -> the schedstat line it was read from
         self.ppid = 0
         self.own_ns = self.wait_ns = self.slices = 0  # counted since we found it
         self.reaped_ns: "int | None" = None  # cutime + cstime at the last stat read (ns)
@@ -168,6 +169,7 @@ class ProcessTree:
         for tid in [t for t in m.threads if t not in tids]:
             m.threads.pop(tid).close()
             m.last.pop(tid, None)
+            m.raw.pop(tid, None)
             f = m.children.pop(tid, None)
             if f is not None:
                 f.close()
@@ -222,6 +224,7 @@ class ProcessTree:
         if f is not None:
             f.close()
         m.last.pop(tid, None)
+        m.raw.pop(tid, None)
         f = m.children.pop(tid, None)
         if f is not None:
             f.close()
@@ -238,7 +241,10 @@ class ProcessTree:
             k0, k = k, k + len(tids)
             if members.get(m.pid) is not m:  # dropped since this snapshot was taken
                 continue
+            raw = m.raw
             for tid, text in zip(tids, data[k0:k]):
+                if text and raw.get(tid) == text:  # the thread did not run: nothing moved
+                    continue
                 try:
                     fields = text.split()
                     run, wait, sl = int(fields[0]), int(fields[1]), int(fields[2])
@@ -247,6 +253,7 @@ class ProcessTree:
                     continue
                 if tid not in m.threads:  # forgotten by an earlier snapshot's parse
                     continue
+                raw[tid] = text
                 prev = m.last.get(tid)
                 m.last[tid] = (run, wait, sl)
                 if prev is None:  # new since the last read: all it did is new
