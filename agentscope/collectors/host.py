@@ -41,7 +41,8 @@ class HostCPU:
             self.loadavg = None
         self.per_core = per_core
         self.stat_interval_ns = int(stat_interval_s * 1e9)
-        self.deltas = Deltas()
+        self._prev: dict = {}  # cpu label -> (all jiffies, idle + iowait jiffies) at the last read
+        self._names: dict = {}  # cpu label -> device name
         self._last_load = -(1 << 62)
         self._last_stat = -(1 << 62)
 
@@ -78,6 +79,7 @@ class HostCPU:
         if stat is None:
             return out
         cores = 0
+        prev, names = self._prev, self._names
         # the cpu lines come first; the rest (interrupt counts: the bulk of the file) is
         # skipped but for the two procs_ lines
         end = stat.find(b"\nintr ")
@@ -90,13 +92,15 @@ class HostCPU:
                     if not self.per_core:
                         continue
                 f = [int(x) for x in parts[1:9]]  # user nice system idle iowait irq softirq steal
-                idle = f[3] + f[4]
-                d = self.deltas.delta(label, sum(f), now_ns)
-                d_idle = self.deltas.delta(label + b"/idle", idle, now_ns)
-                if d is not None and d_idle is not None and d[0] > 0:
-                    util = min(max(1.0 - d_idle[0] / d[0], 0.0), 1.0)
-                    out.append(Reading("system.cpu.utilization", util,
-                                       None if label == b"cpu" else label.decode()))
+                total, idle = sum(f), f[3] + f[4]
+                last = prev.get(label)
+                prev[label] = (total, idle)
+                if last is not None and total > last[0] and idle >= last[1]:
+                    util = min(max(1.0 - (idle - last[1]) / (total - last[0]), 0.0), 1.0)
+                    device = names.get(label)
+                    if device is None:
+                        device = names[label] = None if label == b"cpu" else label.decode()
+                    out.append(Reading("system.cpu.utilization", util, device))
         for key, metric, less in ((b"\nprocs_running ", "system.cpu.run_queue", 1),
                                   (b"\nprocs_blocked ", "system.processes.blocked", 0)):
             i = stat.find(key)
@@ -132,6 +136,7 @@ class Pressure:
             self.files[res] = open_proc(f"{root}/pressure/{res}",
                                         "pressure stall information (kernel without PSI?)")
         self.deltas = Deltas()
+        self._names: dict = {}  # (resource, kind) -> metric name
         self.slow_interval_ns = int(slow_interval_s * 1e9)
         self._last_slow = -(1 << 62)
 
@@ -148,19 +153,25 @@ class Pressure:
 
     def parse(self, now_ns: int, snap: list) -> list:
         out = []
+        names = self._names
         for res, text in snap:
             for line in text.split(b"\n"):
                 if not line:
                     continue
                 kind, _, rest = line.partition(b" ")
+                if res == "cpu" and kind == b"full":
+                    # undefined for the whole system (the kernel reports it as zero since
+                    # 5.13); only a cgroup's cpu.pressure has a meaningful "full"
+                    continue
                 total = rest.rpartition(b"total=")[2]
                 if not total:
                     continue
                 d = self.deltas.delta((res, kind), int(total), now_ns)
                 if d is not None:
-                    stalled_s = d[0] / 1e6
-                    out.append(Reading(f"system.pressure.{res}.{kind.decode()}",
-                                       min(stalled_s / d[1], 1.0)))
+                    name = names.get((res, kind))
+                    if name is None:
+                        name = names[(res, kind)] = f"system.pressure.{res}.{kind.decode()}"
+                    out.append(Reading(name, min(d[0] / 1e6 / d[1], 1.0)))
         return out
 
 
