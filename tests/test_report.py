@@ -106,6 +106,17 @@ def test_report_keeps_timelines_for_typical_and_slowest_tasks_only(tmp_path):
     durations = sorted((r[col["duration_s"]] for r in data["tasks"]), reverse=True)
     slowest = max(range(24), key=lambda i: data["tasks"][i][col["duration_s"]])
     assert str(slowest) in data["timelines"] and durations[0] == data["tasks"][slowest][3]
+    # every task's whole evidence is there, timeline or not
+    analysed = json.loads(CliRunner().invoke(main, [
+        "analyze", str(SAMPLES), "--format", "json", "--db", str(tmp_path / "db.duckdb")]).output)
+    evidence = {t["trace_id"]: t["evidence"] for t in analysed["tasks"]}
+    for row in data["tasks"]:
+        assert [row[col["evidence"]], *row[col["more_evidence"]]] == evidence[row[col["trace_id"]]]
+    if CHROMIUM is not None:  # a task without a timeline shows its evidence
+        i = next(k for k in range(24) if str(k) not in data["timelines"])
+        dom, console = _chromium(tmp_path, out.as_uri() + f"#task={i}", "--dump-dom")
+        assert console == [] and "has no timeline for this task" in dom
+        assert all(e.replace("&", "&amp;") in dom for e in evidence[data["tasks"][i][col["trace_id"]]])
 
 
 def test_untrusted_names_and_attributes_are_escaped(tmp_path):

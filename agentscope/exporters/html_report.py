@@ -171,7 +171,7 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
     for i, t in enumerate(tasks):
         rows.append([t.name, t.lane or "", _iso(t.start_ns), _r(t.duration_ns / 1e9),
                      t.bottleneck, t.confidence, [_r(t.shares.get(c, 0.0), 4) for c in CLASSES],
-                     t.evidence[0] if t.evidence else "", t.trace_id])
+                     t.evidence[0] if t.evidence else "", t.trace_id, list(t.evidence[1:])])
     spans = _spans_of(store, [tasks[i].trace_id for i in chosen]) if store is not None else {}
     lines: dict = {}
     windows = []
@@ -212,7 +212,7 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
         "by_stage": by_stage,
         "by_lane": by_lane,
         "task_columns": ["name", "lane", "start", "duration_s", "bottleneck", "confidence",
-                         "shares", "evidence", "trace_id"],
+                         "shares", "evidence", "trace_id", "more_evidence"],
         "tasks": rows,
         "typical": {c: i for c, i in typical.items()},
         "timelines": lines,

@@ -164,7 +164,7 @@
   }
   function taskLink(i, text) {
     var a = el("a", { href: "#task=" + i }, text);
-    if (!D.timelines[String(i)]) a.setAttribute("title", "no timeline in this report (see --timelines)");
+    if (!D.timelines[String(i)]) a.setAttribute("title", "no timeline in this report (see --timelines): its evidence only");
     return a;
   }
 
@@ -212,7 +212,7 @@
   }
   function row(i) {
     var task = D.tasks[i], tr = el("tr", { "data-task": i });
-    var name = el("td"); name.appendChild(D.timelines[String(i)] ? taskLink(i, task[I.name]) : document.createTextNode(task[I.name]));
+    var name = el("td"); name.appendChild(taskLink(i, task[I.name]));
     tr.appendChild(name);
     tr.appendChild(el("td", {}, task[I.lane] || "-"));
     tr.appendChild(el("td", { "class": "num" }, task[I.start].replace("T", " ").replace("Z", "")));
@@ -224,7 +224,14 @@
     bar.style.background = gradient(task[I.shares]);
     bar.title = CLASSES.map(function (c, k) { return c + " " + pct(task[I.shares][k]); }).join(", ");
     sh.appendChild(bar); tr.appendChild(sh);
-    tr.appendChild(el("td", { "class": "ev" }, task[I.evidence]));
+    var ev = el("td", { "class": "ev" }, task[I.evidence]), more = task[I.more_evidence] || [];
+    if (more.length) {  // the rest of the verdict's evidence, folded
+      var det = el("details"), ul = el("ul");
+      det.appendChild(el("summary", {}, more.length + " more"));
+      more.forEach(function (e) { ul.appendChild(el("li", {}, e)); });
+      det.appendChild(ul); ev.appendChild(det);
+    }
+    tr.appendChild(ev);
     return tr;
   }
   function sortBy(key, th, dir, quiet) {
@@ -272,6 +279,10 @@
     if (!tl) {
       box.appendChild(el("p", { "class": "note" }, "This report has no timeline for this task: it keeps " +
         D.timelines_limit + " (the slowest and the most typical). Make one with a larger --timelines."));
+      box.appendChild(el("h3", {}, "Evidence"));
+      var list = el("ul", { "class": "evidence" });
+      [task[I.evidence]].concat(task[I.more_evidence] || []).forEach(function (e) { if (e) list.appendChild(el("li", {}, e)); });
+      box.appendChild(list);
       return;
     }
     box.appendChild(legend());
