@@ -318,3 +318,33 @@ def test_report_of_an_empty_directory_says_why(tmp_path):
 def test_script_json_writes_non_finite_numbers_as_null():
     assert json.loads(html_report.script_json({"a": [1.0, float("nan")], "b": float("inf")})) \
         == {"a": [1.0, None], "b": None}
+
+
+def test_a_timeline_draws_the_counters_of_the_host_that_held_the_path(tmp_path):
+    from agentscope.formats import samplefile
+    from agentscope.records import SampleRecord
+
+    d = tmp_path / "traces"
+    d.mkdir()
+    trace = "c" * 32
+
+    def on(host, *a, **kw):
+        return _span(trace, *a, **kw)._replace(host=host)
+
+    records = [on("agent-host", "1" * 16, None, "task", "task", 0, 1000),
+               on("agent-host", "2" * 16, "1" * 16, "plan", "context", 0, 100, cpu_ms=90),
+               on("gpu-host", "3" * 16, "1" * 16, "generate", "inference", 100, 1000, cpu_ms=5)]
+    (d / "spans-h-1-1.jsonl").write_text("".join(spanfile.encode(r) for r in records))
+    samples = [SampleRecord(T0 + k * 100 * MS, host, None, "host.cpu", None,
+                            "system.cpu.utilization", value)
+               for k in range(-3, 12) for host, value in (("agent-host", 0.1), ("gpu-host", 0.9))]
+    (d / "samples-h-1-1-collector.jsonl").write_text(
+        "".join(samplefile.encode(r) for r in samples))
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(d), "--html", str(out)]).exit_code == 0
+    tl = _data_of(out.read_text())["timelines"]["0"]
+    assert tl["host"] == "gpu-host"  # 0.9 s of the path there, 0.1 s on the agent's host
+    cpu = next(c for c in tl["counters"] if c["metric"] == "system.cpu.utilization")
+    assert {v for _, v in cpu["points"]} == {0.9}
+    # of the samples before the task only the last is kept: the value the task started with
+    assert cpu["points"][0][0] <= 0 < cpu["points"][1][0]

@@ -181,14 +181,23 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
         own = spans.get(t.trace_id, [])
         index = {row[0]: k for k, row in enumerate(own)}
         span_rows = [[row[0], index.get(row[1], -1), row[2] or "", row[3] or "",
-                      _r((row[4] - t0) / 1e9), _r((row[5] - t0) / 1e9), row[7] or ""]
+                      _r((row[4] - t0) / 1e9), _r((row[5] - t0) / 1e9), row[6] or ""]
                      for row in own]
         path = [[_r((g.start_ns - t0) / 1e9), _r((g.end_ns - t0) / 1e9), g.cls,
                  index.get(g.span_id, -1), g.name or "", g.stage or "", g.evidence or "",
                  _r(g.confidence, 2)] for g in t.segments]
         lines[str(i)] = {"spans": span_rows, "path": path, "evidence": list(t.evidence)}
-        hosts = {row[6] for row in own if row[6]}
-        for h in sorted(hosts)[:1]:  # the task's host (the first, if it spans several)
+        # the task's host: where its critical path spent the most time (a task may span
+        # several: an agent and its model server)
+        on_path: dict = {}
+        for g in path:
+            host = span_rows[g[3]][6] if g[3] >= 0 else ""
+            if host:
+                on_path[host] = on_path.get(host, 0.0) + g[1] - g[0]
+        if not on_path:
+            on_path = {row[6]: 0.0 for row in own if row[6]}
+        if on_path:
+            h = max(sorted(on_path), key=lambda k: on_path[k])
             windows.append((i, h, t.start_ns, t.start_ns + t.duration_ns))
             lines[str(i)]["host"] = h
     counters = _counters_of(store, windows) if store is not None else {}
