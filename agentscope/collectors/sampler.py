@@ -1,7 +1,9 @@
 """The sampler: reads every source at a fixed rate and appends the readings to a sample file
 (``samples-<host>-<pid>-<ms>-collector.jsonl``, the format of docs/file-formats.md) beside the
 spans, as whole lines (O_APPEND, one write a second, like the span writer), so a crash loses
-at most the last second of samples.
+at most the last second of samples. Sources that can split their sampling (see
+``base.snapshots``) only read in each round; their snapshots are parsed in a batch just
+before the write, when the code is warm.
 
 It never stops because of a source: a source that raises is counted
 (``agentscope.collector.errors``, cumulative, per source) and tried again next round; a
@@ -89,8 +91,10 @@ class Sampler:
 
     # ---- one round ----------------------------------------------------------------------------
     def tick(self, now_ns: Optional[int] = None, final: bool = False) -> int:
-        """Read every source that is due and append the readings; returns how many.
-        ``final``: the last round, which also writes the sampler's own figures."""
+        """Read every source that is due: a snapshot from those that take them (parsed at the
+        next write), the readings of the others. Returns how many readings were added now
+        (the snapshots' come when they are parsed). ``final``: the last round, which also
+        writes the sampler's own figures and everything pending."""
         now = time.time_ns() if now_ns is None else now_ns
         host = self.host
         encode, record = samplefile.encode, SampleRecord
