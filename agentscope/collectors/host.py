@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from .base import Deltas, ProcFile, Reading, SourceUnavailable, open_proc
+from .base import Deltas, ProcFile, Reading, SourceUnavailable, SplitSource, open_proc
 
 
-class HostCPU:
+class HostCPU(SplitSource):
     """``/proc/stat`` and ``/proc/loadavg``.
 
     * ``system.cpu.run_queue``: runnable tasks, every round (``procs_running``, or
@@ -45,9 +45,6 @@ class HostCPU:
         self._names: dict = {}  # cpu label -> device name
         self._last_load = -(1 << 62)
         self._last_stat = -(1 << 62)
-
-    def sample(self, now_ns: int) -> list:
-        return self.parse(now_ns, self.snapshot(now_ns))
 
     def snapshot(self, now_ns: int) -> tuple:
         """(loadavg bytes or None, /proc/stat bytes or None, whether the load is due)."""
@@ -114,7 +111,7 @@ class HostCPU:
         return out
 
 
-class Pressure:
+class Pressure(SplitSource):
     """Linux pressure stall information, ``/proc/pressure/{cpu,memory,io}``.
 
     ``system.pressure.<resource>.some`` / ``.full``: the share of the interval (0..1) in
@@ -139,9 +136,6 @@ class Pressure:
         self._names: dict = {}  # (resource, kind) -> metric name
         self.slow_interval_ns = int(slow_interval_s * 1e9)
         self._last_slow = -(1 << 62)
-
-    def sample(self, now_ns: int) -> list:
-        return self.parse(now_ns, self.snapshot(now_ns))
 
     def snapshot(self, now_ns: int) -> list:
         """[(resource, file bytes)] of the files due this round."""
@@ -175,7 +169,7 @@ class Pressure:
         return out
 
 
-class Memory:
+class Memory(SplitSource):
     """``/proc/meminfo`` and ``/proc/vmstat``.
 
     * ``system.memory.limit``, ``system.memory.usage`` (total less available),
@@ -202,9 +196,6 @@ class Memory:
         except OSError:
             self.vmstat = None
         self.deltas = Deltas()
-
-    def sample(self, now_ns: int) -> list:
-        return self.parse(now_ns, self.snapshot(now_ns))
 
     def snapshot(self, now_ns: int) -> tuple:
         return self.meminfo.read(), None if self.vmstat is None else self.vmstat.read()
@@ -251,7 +242,7 @@ def _field(text: bytes, key: bytes) -> "int | None":
         return None
 
 
-class DiskNet:
+class DiskNet(SplitSource):
     """``/proc/diskstats`` (whole disks, as listed in /sys/block, less loop and ram devices)
     and ``/proc/net/dev`` (every interface but loopback): bytes per second.
 
@@ -277,9 +268,6 @@ class DiskNet:
             disks = []
         self.disks = {d.encode() for d in disks if not d.startswith(("loop", "ram"))}
         self.deltas = Deltas()
-
-    def sample(self, now_ns: int) -> list:
-        return self.parse(now_ns, self.snapshot(now_ns))
 
     def snapshot(self, now_ns: int) -> tuple:
         return self.diskstats.read(), None if self.netdev is None else self.netdev.read()

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from .base import Deltas, ProcFile, Reading, SourceUnavailable
+from .base import Deltas, ProcFile, Reading, SourceUnavailable, SplitSource
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _TICK_NS = 1_000_000_000 // _TICK
@@ -72,7 +72,7 @@ def stat_fields(data: bytes) -> list:
     return data[data.rfind(b")") + 2:].split()
 
 
-class ProcessTree:
+class ProcessTree(SplitSource):
     """Counters of process ``pid`` and all its descendants (see the module docstring)."""
 
     name = "process.tree"
@@ -162,23 +162,12 @@ class ProcessTree:
                     m.threads[tid] = ProcFile(f"{base}/{tid}/schedstat", 256)
                     m.children[tid] = ProcFile(f"{base}/{tid}/children", 4096)
                 except OSError:
-                    for d in (m.threads, m.children):
-                        f = d.pop(tid, None)
-                        if f is not None:
-                            f.close()
+                    self._forget_thread(m, tid)
         for tid in [t for t in m.threads if t not in tids]:
-            m.threads.pop(tid).close()
-            m.last.pop(tid, None)
-            m.raw.pop(tid, None)
-            f = m.children.pop(tid, None)
-            if f is not None:
-                f.close()
+            self._forget_thread(m, tid)
         m.nthreads = len(m.threads)
 
     # ---- sampling ---------------------------------------------------------------------------
-    def sample(self, now_ns: int) -> list:
-        return self.parse(now_ns, self.snapshot(now_ns))
-
     def snapshot(self, now_ns: int) -> tuple:
         """Only the reads: each member's threads' ``schedstat`` (None where it failed: the
         thread is gone) and, once a second, its ``stat``; the tree is walked when due."""
