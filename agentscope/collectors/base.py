@@ -12,10 +12,10 @@ bytes of its files), and ``parse(now_ns, snap)``, which turns a snapshot into re
 ``sample(now_ns)`` is then ``parse(now_ns, snapshot(now_ns))`` (:class:`SplitSource`). The
 sampler takes snapshots every round and parses them in a batch about once a second. Right
 after a thread wakes up, its caches are cold and every line of Python costs several times
-what it costs warm (measured on the VM this was built on: a round that takes 100 µs warm took 440 µs right
-after a sleep), so doing only the reads in the round, and the parsing warm, is most of what
-a sampler at 10 Hz can save. ``parse`` is called for the snapshots in the order they were
-taken.
+what it costs warm (measured on the VM this was built on: a round that takes 100 µs warm
+took 440 µs right after a sleep), so doing only the reads in the round, and the parsing
+warm, is most of what a sampler at 10 Hz can save. ``parse`` is called for the snapshots in
+the order they were taken.
 """
 
 from __future__ import annotations
