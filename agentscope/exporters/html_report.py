@@ -22,9 +22,9 @@ as text (``textContent``, attribute values set through the DOM), never as markup
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
+import time
 from importlib import resources
 from typing import Any, Optional
 
@@ -32,6 +32,7 @@ import numpy as np
 
 from ..analyzers.evidence import CLASSES
 from ..analyzers.tasks import Analysis
+from .json_report import iso_time
 from .views import typical_tasks
 
 SCHEMA = "agentscope.report/v1"
@@ -43,11 +44,6 @@ COUNTERS = (("system.cpu.utilization", "host CPU busy", "share"),
             ("system.pressure.memory.some", "PSI memory", "share"),
             ("agentscope.tree.runqueue_wait", "agent threads waiting for a CPU", "value"),
             ("hw.gpu.utilization", "GPU busy", "share"))
-
-
-def _iso(ns: int) -> str:
-    t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc)
-    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _r(x: float, digits: int = 6) -> float:
@@ -92,13 +88,14 @@ def fleet_breakdowns(analysis: Analysis) -> tuple:
     return by_stage, by_lane
 
 
-def pick_timelines(analysis: Analysis, limit: int) -> list:
+def pick_timelines(analysis: Analysis, limit: int, typical: dict) -> list:
     """Indexes of the tasks that get a timeline: all of them when there are at most ``limit``;
-    else the most typical task of each bottleneck class, then the slowest."""
+    else the most typical task of each bottleneck class (``typical``, as
+    :func:`views.typical_tasks` gives them), then the slowest."""
     tasks = analysis.tasks
     if len(tasks) <= limit:
         return list(range(len(tasks)))
-    chosen = [i for i in typical_tasks(tasks).values()]
+    chosen = list(typical.values())
     for i in sorted(range(len(tasks)), key=lambda i: -tasks[i].duration_ns):
         if len(chosen) >= limit:
             break
@@ -165,11 +162,11 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
     tasks = analysis.tasks
     s = analysis.summary
     by_stage, by_lane = fleet_breakdowns(analysis)
-    chosen = pick_timelines(analysis, timelines)
     typical = typical_tasks(tasks)
+    chosen = pick_timelines(analysis, timelines, typical)
     rows = []
     for i, t in enumerate(tasks):
-        rows.append([t.name, t.lane or "", _iso(t.start_ns), _r(t.duration_ns / 1e9),
+        rows.append([t.name, t.lane or "", iso_time(t.start_ns), _r(t.duration_ns / 1e9),
                      t.bottleneck, t.confidence, [_r(t.shares.get(c, 0.0), 4) for c in CLASSES],
                      t.evidence[0] if t.evidence else "", t.trace_id, list(t.evidence[1:])])
     spans = _spans_of(store, [tasks[i].trace_id for i in chosen]) if store is not None else {}
@@ -211,7 +208,7 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
         "schema": SCHEMA,
         "title": title,
         "source": source,
-        "generated": _iso(int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1e9)),
+        "generated": iso_time(time.time_ns()),
         "classes": list(CLASSES),
         "colours": COLOURS,
         "summary": {k: s[k] for k in ("tasks", "spans", "critical_path_s",
@@ -223,7 +220,7 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
         "task_columns": ["name", "lane", "start", "duration_s", "bottleneck", "confidence",
                          "shares", "evidence", "trace_id", "more_evidence"],
         "tasks": rows,
-        "typical": {c: i for c, i in typical.items()},
+        "typical": typical,
         "timelines": lines,
         "timelines_limit": timelines,
         "problems": [str(p) for p in list(problems)[:50]],

@@ -11,7 +11,8 @@ from ..analyzers.tasks import Analysis
 SCHEMA = "agentscope.analysis/v1"
 
 
-def _iso(ns: int) -> str:
+def iso_time(ns: int) -> str:
+    """ns since the epoch as ISO 8601 UTC, to the millisecond (e.g. 2026-12-02T10:00:00.000Z)."""
     t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc)
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -23,7 +24,7 @@ def task_dict(t: Any) -> dict:
         "name": t.name,
         "lane": t.lane,
         "service": t.service,
-        "start": _iso(t.start_ns),
+        "start": iso_time(t.start_ns),
         "duration_s": round(t.duration_ns / 1e9, 9),
         "bottleneck": t.bottleneck,
         "confidence": t.confidence,
