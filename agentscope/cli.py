@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 the input had problems (the report is still produced), 2 usa
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import sys
 
@@ -142,15 +143,8 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
 
     Exit code 1 if some input could not be loaded (the report covers the rest).
     """
-    from .analyzers.pipeline import analyze_store
-
-    store, load = _open_and_load(trace_dir, db)
-    try:
-        analysis = analyze_store(store)
-        problems = store.all_problems()
-        _say_why_no_tasks(trace_dir, store, load, analysis)
-    finally:
-        store.close()
+    with _analysed(trace_dir, db) as (_, load, analysis, problems):
+        pass  # the store is closed before the output is made: its memory is free by then
     if fmt == "json":
         from .analyzers.tasks import gc_paused
         from .exporters.json_report import report
@@ -173,6 +167,23 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
             console = Console(width=120)  # pipes and files: do not squeeze to 80 columns
         render(analysis, problems, console, limit)
     sys.exit(1 if problems else 0)
+
+
+@contextlib.contextmanager
+def _analysed(trace_dir: str, db: "str | None"):
+    """Load TRACE_DIR and analyse it: (store, load report, analysis, input problems), the
+    store open until the block ends. Says on stderr why there are no tasks, if there are
+    none."""
+    from .analyzers.pipeline import analyze_store
+
+    store, load = _open_and_load(trace_dir, db)
+    try:
+        analysis = analyze_store(store)
+        problems = store.all_problems()
+        _say_why_no_tasks(trace_dir, store, load, analysis)
+        yield store, load, analysis, problems
+    finally:
+        store.close()
 
 
 def _say_why_no_tasks(trace_dir: str, store, load, analysis) -> None:
@@ -213,18 +224,11 @@ def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> 
 
     Exit code 1 if some input could not be loaded (the report covers the rest).
     """
-    from .analyzers.pipeline import analyze_store
     from .exporters import html_report
 
-    store, load = _open_and_load(trace_dir, db)
-    try:
-        analysis = analyze_store(store)
-        problems = store.all_problems()
-        _say_why_no_tasks(trace_dir, store, load, analysis)
+    with _analysed(trace_dir, db) as (store, _, analysis, problems):
         data = html_report.write(html_path, analysis, problems, store, timelines,
                                  source=trace_dir)
-    finally:
-        store.close()
     click.echo(f"wrote {html_path}: {len(analysis.tasks)} tasks, "
                f"{len(data['timelines'])} with a timeline", err=True)
     sys.exit(1 if problems else 0)
