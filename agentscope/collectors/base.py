@@ -99,6 +99,14 @@ def open_proc(path: str, what: str) -> ProcFile:
         raise SourceUnavailable(f"{what}: cannot read {path} ({e.strerror or e})") from None
 
 
+def open_optional(path: str) -> "ProcFile | None":
+    """Open ``path`` if it is there: a file a source can do without (None if not)."""
+    try:
+        return ProcFile(path)
+    except OSError:
+        return None
+
+
 class Deltas:
     """Rates of cumulative counters: ``rate(key, value, now_ns)`` is the increase per second
     since the previous call for ``key`` (None on the first call, or when the counter went

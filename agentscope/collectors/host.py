@@ -9,9 +9,8 @@ the series (direction, state) folded into the name, as the Prometheus exporters 
 from __future__ import annotations
 
 import os
-from typing import Optional
 
-from .base import Deltas, ProcFile, Reading, SourceUnavailable, SplitSource, open_proc
+from .base import Deltas, Reading, SourceUnavailable, SplitSource, open_optional, open_proc
 
 
 class HostCPU(SplitSource):
@@ -35,10 +34,7 @@ class HostCPU(SplitSource):
     def __init__(self, root: str = "/proc", per_core: bool = True,
                  stat_interval_s: float = 0.05) -> None:
         self.stat = open_proc(f"{root}/stat", "host CPU")
-        try:
-            self.loadavg: Optional[ProcFile] = ProcFile(f"{root}/loadavg")
-        except OSError:
-            self.loadavg = None
+        self.loadavg = open_optional(f"{root}/loadavg")
         self.per_core = per_core
         self.stat_interval_ns = int(stat_interval_s * 1e9)
         self._prev: dict = {}  # cpu label -> (all jiffies, idle + iowait jiffies) at the last read
@@ -191,10 +187,7 @@ class Memory(SplitSource):
 
     def __init__(self, root: str = "/proc") -> None:
         self.meminfo = open_proc(f"{root}/meminfo", "memory")
-        try:
-            self.vmstat: Optional[ProcFile] = ProcFile(f"{root}/vmstat")
-        except OSError:
-            self.vmstat = None
+        self.vmstat = open_optional(f"{root}/vmstat")
         self.deltas = Deltas()
 
     def snapshot(self, now_ns: int) -> tuple:
@@ -258,10 +251,7 @@ class DiskNet(SplitSource):
 
     def __init__(self, root: str = "/proc", sys_root: str = "/sys") -> None:
         self.diskstats = open_proc(f"{root}/diskstats", "disk I/O")
-        try:
-            self.netdev: Optional[ProcFile] = ProcFile(f"{root}/net/dev")
-        except OSError:
-            self.netdev = None
+        self.netdev = open_optional(f"{root}/net/dev")
         try:
             disks = os.listdir(f"{sys_root}/block")
         except OSError:
