@@ -456,6 +456,86 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
     sys.exit(code if code >= 0 else 128 - code)
 
 
+@main.group()
+def scenarios() -> None:
+    """Labelled scenarios: agents whose bottleneck is known, to check the verdicts.
+
+    \b
+    Examples:
+        agentscope scenarios list
+        agentscope scenarios run io-db --out runs/io-db
+        agentscope scenarios run all --out runs/ --load 2
+        agentscope scenarios score runs/
+    """
+
+
+@scenarios.command("list")
+def scenarios_list() -> None:
+    """Name every scenario, the class its tasks are built to have, and what it does."""
+    from .scenarios import GPU_MISSING, catalogue
+
+    for s in catalogue().values():
+        click.echo(f"{s.name:<20} {s.expect:<7} {s.about}")
+    click.echo(f"\n{GPU_MISSING}")
+
+
+@scenarios.command("run")
+@click.argument("name")
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
+              help="Trace directory to record into (with NAME all: one folder per scenario "
+                   "below it).")
+@click.option("--tasks", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Tasks per scenario (times the load level for most).")
+@click.option("--load", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Load level: how many tasks run at once, as a multiple of the "
+                   "scenario's own.")
+@click.option("--hz", type=float, default=10.0, show_default=True,
+              help="Counter samples per second.")
+def scenarios_run(name: str, out: str, tasks: int, load: int, hz: float) -> None:
+    """Record scenario NAME (or all) with counters on and its ground truth beside it.
+
+    Exits 0 when every scenario ran; a scenario this machine cannot produce (e.g. no disk
+    under --out to page from) is skipped with the reason."""
+    import os
+
+    from .scenarios import UNAVAILABLE, catalogue, run as run_scenario
+
+    names = list(catalogue()) if name == "all" else [name]
+    unknown = [n for n in names if n not in catalogue()]
+    if unknown:
+        raise click.UsageError(f"no scenario {unknown[0]!r}; see `agentscope scenarios list`")
+    failed = []
+    for n in names:
+        where = os.path.join(out, n) if name == "all" else out
+        click.echo(f"scenario {n} -> {where}", err=True)
+        code = run_scenario(n, where, tasks=tasks, load=load, hz=hz)
+        if code == UNAVAILABLE:
+            click.echo(f"scenario {n}: not produced on this machine (see above)", err=True)
+        elif code:
+            failed.append(n)
+    if failed:
+        click.echo(f"failed: {', '.join(failed)}", err=True)
+        sys.exit(1)
+
+
+@scenarios.command("score")
+@click.argument("trace_dir", type=click.Path(file_okay=False, exists=True, path_type=str))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def scenarios_score(trace_dir: str, fmt: str) -> None:
+    """Analyse TRACE_DIR and score the verdicts against the ground truth recorded there."""
+    from .scenarios import describe, score
+
+    try:
+        got = score(trace_dir)
+    except ValueError as e:
+        raise click.UsageError(str(e))
+    if fmt == "json":
+        click.echo(json.dumps(got.to_json(), indent=2))
+    else:
+        click.echo(describe(got), nl=False)
+
+
 def _forward(child, signum: int) -> None:
     import signal
 

@@ -16,6 +16,9 @@ STAGE = "agentscope.stage"
 LANE = "agentscope.lane"
 TASK_NAME = "agentscope.task.name"
 CPU_SCOPE = "agentscope.cpu.scope"  # "loop" when the span ran on an asyncio event loop
+# the thread's kernel-mode CPU time over the span, recorded only when the span took major page
+# faults: most of it is then the kernel paging in (memory work, not the program's computing)
+SYSTEM_CPU = "agentscope.cpu.thread_system_ns"
 
 # The resource-accounting attributes. In our own span files these are columns (see
 # agentscope.formats.spanfile); on the OpenTelemetry wire (SDK mode, OTLP) they are attributes.

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 FIELDS = ("span_id", "parent_span_id", "name", "stage", "kind", "start_ns", "end_ns", "own_cpu",
-          "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s", "server_local", "loop")
+          "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s", "server_local", "loop",
+          "sys_cpu")
 
 
 def _reference(cols):

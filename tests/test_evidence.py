@@ -31,6 +31,10 @@ def facts(**kw):
     ({"stage": "memory", "own_cpu": 0.0}, "memory"),
     ({"own_cpu": 0.0, "own_faults": 9000.0}, "memory"),  # 9000 major faults in 1 s
     ({"stage": "context", "own_cpu": -1.0}, "cpu"),  # unmeasured: the stage decides, weakly
+    # paging in a mapped file: 0.55 s of its 0.6 s on-CPU was the kernel handling the faults
+    ({"own_cpu": 0.6e9, "own_faults": 16000.0, "sys_cpu": 0.55e9}, "memory"),
+    # the same CPU time with no major faults is the program's computing
+    ({"own_cpu": 0.6e9, "sys_cpu": 0.55e9}, "cpu"),
 ])
 def test_rules(kw, cls):
     v = classify(facts(**kw))
@@ -38,6 +42,23 @@ def test_rules(kw, cls):
     assert abs(sum(v.shares.values()) - 1) < 1e-6
     if kw.get("own_cpu") == -1.0:
         assert v.confidence == 0.3 and "no resource accounting" in v.reason
+
+
+def test_kernel_time_of_major_faults_is_memory_up_to_a_bound():
+    v = classify(facts(own_cpu=0.6e9, own_faults=16000.0, sys_cpu=0.55e9))
+    assert v.shares["memory"] == pytest.approx(0.4 + 0.55)  # the waiting, then the kernel time
+    assert v.shares["cpu"] == pytest.approx(0.05)
+    assert "0.55 s in the kernel handling 16000 major page faults" in v.reason
+    # 10 faults cannot account for 0.55 s of kernel time: at most 10 x FAULT_CPU_NS of it
+    v = classify(facts(own_cpu=0.6e9, own_faults=10.0, sys_cpu=0.55e9))
+    assert v.cls == "cpu" and v.shares["cpu"] == pytest.approx(0.6 - 10 * 50e3 / 1e9)
+
+
+def test_server_span_computes_after_its_queue_time():
+    """A model server's request span: 0.6 s waiting for a slot (reported), then 0.4 s on the
+    CPU. The on-CPU fraction is of the 0.4 s it was not queued: all of it computing."""
+    v = classify(facts(stage="inference", own_cpu=0.4e9, queue_s=0.6))
+    assert v.shares == pytest.approx({"queue": 0.6, "cpu": 0.4})
 
 
 def test_gap_between_roots():
@@ -59,13 +80,13 @@ def test_vectorized_form_agrees_with_the_rules():
             own_faults=rng.choice([0.0, 0.0, 3.0, 1e6]),
             queue_s=rng.choice([0.0, 0.0, dur * rng.random() / 1e9, 5.0]),
             model_s=rng.choice([0.0, 0.2]), server_local=rng.random() < 0.3,
-            loop=rng.random() < 0.2))
+            loop=rng.random() < 0.2, sys_cpu=rng.choice([0.0, wall * rng.random()])))
     cols = list(zip(*spans))
     f = SpanFacts._fields
     shares, confidence, cls = classify_columns(
         *(cols[f.index(name)] for name in ("stage", "start", "end", "own_cpu", "own_wall",
                                            "own_faults", "queue_s", "model_s", "server_local",
-                                           "loop")))
+                                           "loop", "sys_cpu")))
     for i, span in enumerate(spans):
         v = classify(span)
         expected = np.array([v.shares.get(c, 0.0) for c in CLASSES])

@@ -26,7 +26,7 @@ from .tasks import summarize
 # SpanFacts fields, from these columns (None: not fetched; the classifier does not need it)
 _FACT_COLUMNS = ("span_id", None, "name", "stage", "kind", "start_ns", "end_ns",
                  "own_cpu", "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s",
-                 "server_local", "loop")
+                 "server_local", "loop", "sys_cpu")
 _IO = CLASSES.index(IO)
 
 
@@ -77,7 +77,7 @@ def _analyze(cols: dict, counters: Any = None) -> Analysis:
     shares, confidence, cls = classify_columns(
         cols.get("stage_code", cols["stage"]), cols["start_ns"], cols["end_ns"],
         cols["own_cpu"], cols["own_wall"], cols["own_faults"], cols["queue_s"],
-        cols["model_s"], cols["server_local"], cols["loop"])
+        cols["model_s"], cols["server_local"], cols["loop"], cols.get("sys_cpu"))
     # ... and gathered per section; a gap (span -1) is classified as classify(None) says
     task = task_of_trace[np.asarray(w.trace, dtype=np.int64)]  # sections exist under roots only
     span = np.asarray(w.span, dtype=np.int64)
@@ -183,7 +183,8 @@ class _Verdicts:
     scalars cost more than classifying them)."""
 
     def __init__(self, cols: dict) -> None:
-        self.fields = [cols[c] if c else None for c in _FACT_COLUMNS]
+        self.fields = [cols.get(c, np.zeros(len(cols["span_id"]))) if c else None
+                       for c in _FACT_COLUMNS]
         self.done: dict = {-1: classify(None)}
 
     def fill(self, rows: list) -> None:

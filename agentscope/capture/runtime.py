@@ -29,6 +29,7 @@ from opentelemetry.trace import Status, StatusCode
 from .._log import log, log_once
 from ..records import SpanLink
 from ..semconv import ACCOUNTING_ATTRIBUTES as ACCOUNTING
+from ..semconv import SYSTEM_CPU
 from .._version import __version__
 from . import children, otelctx, propagation, sdk_bridge, state
 from .span import LeanSpan, LeanTracerProvider, native_thread_id, thread_rusage
@@ -269,6 +270,8 @@ class SdkHandle:
             attrs[a["ivcsw"]] = ru1.ru_nivcsw - ru0.ru_nivcsw
             attrs[a["minflt"]] = ru1.ru_minflt - ru0.ru_minflt
             attrs[a["majflt"]] = ru1.ru_majflt - ru0.ru_majflt
+            if ru1.ru_majflt != ru0.ru_majflt:
+                attrs[SYSTEM_CPU] = round((ru1.ru_stime - ru0.ru_stime) * 1e9)
         attrs[ACCOUNTING["child_cpu_ns"]] = self.child_cpu_ns
         attrs[ACCOUNTING["children"]] = self.children
         attrs[ACCOUNTING["child_majflt"]] = self.child_majflt

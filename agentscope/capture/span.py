@@ -168,7 +168,10 @@ class LeanSpan(trace.Span):
                 self.vcsw = ru1.ru_nvcsw - ru0.ru_nvcsw
                 self.ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw
                 self.minflt = ru1.ru_minflt - ru0.ru_minflt
-                self.majflt = ru1.ru_majflt - ru0.ru_majflt
+                self.majflt = majflt = ru1.ru_majflt - ru0.ru_majflt
+                if majflt:  # rare: the kernel time is then mostly paging in
+                    self.attrs = {**self.attrs, semconv.SYSTEM_CPU: round(
+                        (ru1.ru_stime - ru0.ru_stime) * 1e9)}
         self.ru0 = None
         self.end_ns = now if end_time is None else end_time
         rt = state.active

@@ -55,7 +55,8 @@ attributed AS (
                        '$."gen_ai.latency.time_in_model_prefill"',
                        '$."gen_ai.latency.time_in_model_decode"',
                        '$."server.address"', '$."agentscope.cpu.scope"',
-                       '$."agentscope.lane"']) END AS a
+                       '$."agentscope.lane"', '$."agentscope.cpu.thread_system_ns"'])
+              END AS a
     FROM linked
 )
 SELECT s.idx, s.trace_no,
@@ -78,6 +79,8 @@ SELECT s.idx, s.trace_no,
     coalesce(TRY_CAST(s.a[2] AS DOUBLE), 0) + coalesce(TRY_CAST(s.a[3] AS DOUBLE), 0) AS model_s,
     coalesce(s.a[4] IN ('localhost', '127.0.0.1', '::1', '0.0.0.0'), false) AS server_local,
     coalesce(s.a[5] = 'loop', false) AS loop,
+    -- kernel CPU of its thread, recorded where it took major faults (most of it paging in)
+    coalesce(TRY_CAST(s.a[7] AS DOUBLE), 0) AS sys_cpu,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.a[6] END AS lane,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service,
     {counter_columns}

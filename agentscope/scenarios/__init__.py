@@ -1,0 +1,125 @@
+"""Labelled scenarios: agents whose bottleneck is known, to measure agentscope's verdicts.
+
+``agentscope scenarios list`` names them; ``agentscope scenarios run NAME --out DIR`` records
+one (its agent under ``agentscope run``, counters sampled), with the ground truth beside the
+trace (``truth-*.jsonl``, see truth.py) and what was run in ``scenario.json``;
+``agentscope scenarios score DIR`` analyses a recording and scores the verdicts against the
+truth. ``benchmarks/attribution_accuracy.py`` runs them all at two load levels.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from .truth import Score, score
+
+__all__ = ["GPU_MISSING", "Score", "catalogue", "run", "score"]
+
+GPU_MISSING = ("gpu: no scenario records GPU-bound tasks without a GPU: they are recorded on a "
+               "GPU machine (benchmarks/gpu_device_check.py), never simulated")
+
+UNAVAILABLE = 3  # the agent's exit code when this machine cannot produce the scenario
+
+
+def catalogue() -> dict:
+    """{name: Scenario} of every scenario, in the order they are listed."""
+    from .workloads import SCENARIOS
+
+    return dict(SCENARIOS)
+
+
+def machine() -> dict:
+    """Where a recording was made."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 0
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"host": platform.node(), "system": f"{platform.system()} {platform.release()}",
+            "python": platform.python_version(), "cpus": cpus, "memory_bytes": mem}
+
+
+def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
+        hz: float = 10.0, quiet: bool = False) -> int:
+    """Record scenario ``name`` into ``out`` (its agent run under ``agentscope run``, so the
+    host and process-tree counters are sampled at ``hz``); returns the agent's exit code
+    (0, or :data:`UNAVAILABLE` when this machine cannot produce it)."""
+    from .. import __version__
+
+    if name not in catalogue():
+        raise ValueError(f"no scenario {name!r}; known: {', '.join(catalogue())}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "agentscope.scenarios.workloads", name,
+               "--tasks", str(tasks), "--load", str(load)]
+    started = datetime.datetime.now(datetime.timezone.utc)
+    code = subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", "run", "--trace-dir", str(out),
+         "--hz", str(hz), "--no-per-core", "--", *command],
+        stdout=subprocess.DEVNULL if quiet else None).returncode
+    meta = {"scenario": name, "expect": catalogue()[name].expect,
+            "about": catalogue()[name].about, "tasks": tasks, "load": load, "hz": hz,
+            "started": started.isoformat(timespec="seconds"),
+            "seconds": round((datetime.datetime.now(datetime.timezone.utc) - started)
+                             .total_seconds(), 2),
+            "exit_code": code, "agentscope": __version__, "machine": machine(),
+            "command": f"agentscope scenarios run {name} --out {out} --tasks {tasks} "
+                       f"--load {load}"}
+    runs = out / "scenario.json"
+    previous: list = []
+    if runs.exists():
+        try:
+            previous = json.loads(runs.read_text()).get("runs", [])
+        except (ValueError, AttributeError):
+            previous = []
+    runs.write_text(json.dumps({"runs": previous + [meta]}, indent=2) + "\n")
+    return code
+
+
+def describe(score_: Score) -> str:
+    """The score in words: accuracy, recall per class, the confusion matrix, per scenario,
+    and every task named wrong."""
+    from ..analyzers.evidence import CLASSES
+
+    lines = []
+    n = len(score_.tasks)
+    right = sum(t.ok for t in score_.tasks)
+    lines.append(f"tasks named right: {right}/{n + score_.missing} "
+                 f"({score_.task_accuracy:.1%})" +
+                 (f"; {score_.missing} recorded but not analysed" if score_.missing else ""))
+    lines.append(f"critical-path time attributed right: {score_.time_accuracy:.1%} of "
+                 f"{score_.path_s:.1f} s")
+    recall = score_.recall()
+    lines.append("recall: " + ", ".join(f"{c} {recall[c]:.0%}" for c in CLASSES
+                                         if c in recall))
+    lines.append("")
+    lines.append("confusion (rows: truth, columns: verdict)")
+    lines.append(f"{'':>8}" + "".join(f"{c:>8}" for c in CLASSES))
+    for t, row in score_.confusion().items():
+        if sum(row.values()):
+            lines.append(f"{t:>8}" + "".join(f"{row[c]:>8}" for c in CLASSES))
+    lines.append("")
+    lines.append(f"{'scenario':<22}{'tasks right':>12}{'time right':>12}")
+    for s, (r, k, ta) in score_.by_scenario().items():
+        lines.append(f"{s:<22}{f'{r}/{k}':>12}{ta:>12.1%}")
+    wrong = [t for t in score_.tasks if not t.ok]
+    if wrong:
+        lines.append("")
+        lines.append("named wrong:")
+        for t in wrong:
+            shares = ", ".join(f"{c} {v:.0%}" for c, v in sorted(
+                t.shares.items(), key=lambda kv: -kv[1]) if v >= 0.01)
+            ledger = ", ".join(f"{c} {v:.2f}s" for c, v in t.ledger.items())
+            lines.append(f"  {t.scenario}/{t.name} {t.trace_id[:8]}: truth {t.truth} "
+                         f"({ledger}), verdict {t.verdict} ({shares})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,242 @@
+"""Ground truth: what a scenario's workload knows it did, written beside its trace, and the
+score of an analysis against it.
+
+A scenario's code knows what each step really waited for, because it arranged it and timed it
+with its own stopwatch: a lock held by another process, a slot taken by another tenant, pages
+it evicted before touching them. It writes that, and nothing from agentscope's analysis, to
+``truth-<pid>.jsonl`` in the trace directory, one JSON object per line:
+
+* ``{"kind": "span", "trace_id", "span_id", "name", "truth": {class: share}}``: what the
+  span's own time was spent on (one class, or shares where the workload timed a split, e.g. a
+  model server's request: its slot wait, then its compute). Spans without a line inherit the
+  truth of their nearest ancestor that has one.
+* ``{"kind": "task", "trace_id", "name", "scenario", "truth": class, "ledger": {class: s}}``:
+  the class that limited the task, and the seconds per class the workload measured on the
+  task's longest chain of steps (its own critical path, as it arranged it).
+
+:func:`score` loads a directory, analyses it with agentscope, and compares: the task verdicts
+(a confusion matrix over the five classes) and the critical-path time attributed to the right
+class (each section's analysed class shares against its span's truth)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from ..analyzers.evidence import CLASSES
+
+TRUTH_PREFIX = "truth-"
+
+
+class Recorder:
+    """Appends truth lines to ``truth-<pid>.jsonl`` in ``trace_dir`` (thread-safe)."""
+
+    def __init__(self, trace_dir: "str | os.PathLike[str]", scenario: str) -> None:
+        self.scenario = scenario
+        self.path = Path(trace_dir) / f"{TRUTH_PREFIX}{os.getpid()}.jsonl"
+        self._lock = threading.Lock()
+
+    def _write(self, record: dict) -> None:
+        line = json.dumps(record, sort_keys=True) + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+
+    def span(self, span: Any, truth: "str | dict") -> None:
+        """What ``span``'s own time was spent on: a class, or {class: share}."""
+        ctx = span.get_span_context()
+        shares = {truth: 1.0} if isinstance(truth, str) else _normalised(truth)
+        self._write({"kind": "span", "trace_id": f"{ctx.trace_id:032x}",
+                     "span_id": f"{ctx.span_id:016x}", "name": getattr(span, "name", None),
+                     "truth": shares})
+
+    def task(self, span: Any, ledger: dict, why: str = "") -> str:
+        """The task of root span ``span`` was limited by the class with the most seconds in
+        ``ledger`` (seconds per class on its own longest chain, as the workload timed them);
+        returns that class."""
+        ctx = span.get_span_context()
+        truth = max(CLASSES, key=lambda c: ledger.get(c, 0.0))
+        self._write({"kind": "task", "trace_id": f"{ctx.trace_id:032x}",
+                     "name": getattr(span, "name", None), "scenario": self.scenario,
+                     "truth": truth, "ledger": {c: round(s, 6) for c, s in ledger.items()},
+                     "why": why})
+        return truth
+
+
+def _normalised(shares: dict) -> dict:
+    total = sum(max(v, 0.0) for v in shares.values())
+    if total <= 0:
+        raise ValueError(f"truth shares must have a positive total: {shares}")
+    unknown = set(shares) - set(CLASSES)
+    if unknown:
+        raise ValueError(f"unknown classes {sorted(unknown)}; expected some of {CLASSES}")
+    return {c: max(v, 0.0) / total for c, v in shares.items() if v > 0}
+
+
+def read_truth(trace_dir: "str | os.PathLike[str]") -> tuple:
+    """(task truths {trace_id: record}, span truths {(trace_id, span_id): shares}) of every
+    truth file below ``trace_dir``. A bad line raises ValueError naming file and line."""
+    tasks: dict = {}
+    spans: dict = {}
+    for path in sorted(Path(trace_dir).rglob(f"{TRUTH_PREFIX}*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    if rec["kind"] == "task":
+                        tasks[rec["trace_id"]] = rec
+                    elif rec["kind"] == "span":
+                        spans[(rec["trace_id"], rec["span_id"])] = rec["truth"]
+                except (ValueError, KeyError, TypeError) as e:
+                    raise ValueError(f"{path}:{n}: not a truth record ({e})") from e
+    return tasks, spans
+
+
+@dataclasses.dataclass
+class TaskScore:
+    scenario: str
+    trace_id: str
+    name: str
+    truth: str
+    verdict: str
+    confidence: float
+    shares: dict
+    ledger: dict
+
+    @property
+    def ok(self) -> bool:
+        return self.truth == self.verdict
+
+
+@dataclasses.dataclass
+class Score:
+    tasks: list  # TaskScore, in task start order
+    path_s: float  # critical-path seconds with a known truth
+    path_right_s: float  # of which attributed to the right class
+    path_unknown_s: float  # critical-path seconds whose truth no span gave (gaps)
+    time_by_scenario: dict  # scenario -> (right_s, known_s)
+    untruthed: int = 0  # analysed tasks without a truth line (not scored)
+    missing: int = 0  # truth lines whose trace was not analysed (lost: counted as wrong)
+
+    @property
+    def task_accuracy(self) -> float:
+        n = len(self.tasks) + self.missing
+        return sum(t.ok for t in self.tasks) / n if n else float("nan")
+
+    @property
+    def time_accuracy(self) -> float:
+        return self.path_right_s / self.path_s if self.path_s else float("nan")
+
+    def confusion(self) -> dict:
+        """{truth: {verdict: count}} over the five classes."""
+        m = {t: {v: 0 for v in CLASSES} for t in CLASSES}
+        for t in self.tasks:
+            m[t.truth][t.verdict] += 1
+        return m
+
+    def recall(self) -> dict:
+        """{class: share of its tasks named right}, for the classes that have tasks."""
+        out = {}
+        for c, row in self.confusion().items():
+            n = sum(row.values())
+            if n:
+                out[c] = row[c] / n
+        return out
+
+    def by_scenario(self) -> dict:
+        """{scenario: (right tasks, tasks, time right share)}."""
+        out: dict = {}
+        for t in self.tasks:
+            right, n = out.get(t.scenario, (0, 0))
+            out[t.scenario] = (right + t.ok, n + 1)
+        return {s: (r, n, _ratio(*self.time_by_scenario.get(s, (0.0, 0.0))))
+                for s, (r, n) in out.items()}
+
+    def to_json(self) -> dict:
+        return {"tasks": len(self.tasks), "task_accuracy": self.task_accuracy,
+                "time_accuracy": self.time_accuracy, "recall": self.recall(),
+                "confusion": self.confusion(), "missing": self.missing,
+                "untruthed": self.untruthed,
+                "scenarios": {s: {"right": r, "tasks": n, "time_accuracy": ta}
+                              for s, (r, n, ta) in self.by_scenario().items()},
+                "wrong": [dataclasses.asdict(t) for t in self.tasks if not t.ok]}
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def score(trace_dir: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None
+          ) -> Score:
+    """Load and analyse ``trace_dir`` (an in-memory store unless ``db``), and score the
+    analysis against the truth files in it."""
+    from ..analyzers.pipeline import analyze_store
+    from ..store.duckdb_store import Store
+
+    truths, span_truth = read_truth(trace_dir)
+    if not truths:
+        raise ValueError(f"no truth files ({TRUTH_PREFIX}*.jsonl) in {trace_dir}: record it "
+                         "with `agentscope scenarios run`")
+    store = Store(db)
+    try:
+        store.load(trace_dir)
+        analysis = analyze_store(store)
+        parents = dict(((t, s), p) for t, s, p in store.con.execute(
+            "SELECT trace_id, span_id, parent_span_id FROM spans").fetchall())
+        sections = store.con.execute(
+            "SELECT trace_id, span_id, duration_s, " +
+            ", ".join(f"share_{c}" for c in CLASSES) + " FROM critical_path").fetchall()
+    finally:
+        store.close()
+    return _score(analysis.tasks, truths, span_truth, parents, sections)
+
+
+def _score(tasks: list, truths: dict, span_truth: dict, parents: dict,
+           sections: list) -> Score:
+    scored = []
+    seen = set()
+    untruthed = 0
+    for t in sorted(tasks, key=lambda t: t.start_ns):
+        rec = truths.get(t.trace_id)
+        if rec is None:
+            untruthed += 1
+            continue
+        seen.add(t.trace_id)
+        scored.append(TaskScore(rec.get("scenario", "?"), t.trace_id, t.name, rec["truth"],
+                                t.bottleneck, t.confidence, dict(t.shares),
+                                rec.get("ledger", {})))
+    scenario_of = {tid: rec.get("scenario", "?") for tid, rec in truths.items()}
+    known = right = unknown = 0.0
+    per: dict = {}
+    for trace_id, span_id, dur, *shares in sections:
+        if trace_id not in seen:
+            continue
+        truth = _truth_of(trace_id, span_id, span_truth, parents)
+        if truth is None:
+            unknown += dur
+            continue
+        got = dict(zip(CLASSES, shares))
+        ok = dur * sum(min(share, got.get(c, 0.0)) for c, share in truth.items())
+        known += dur
+        right += ok
+        r, k = per.get(scenario_of[trace_id], (0.0, 0.0))
+        per[scenario_of[trace_id]] = (r + ok, k + dur)
+    return Score(scored, known, right, unknown, per, untruthed,
+                 missing=len(set(truths) - seen))
+
+
+def _truth_of(trace_id: str, span_id: Optional[str], span_truth: dict,
+              parents: dict) -> Optional[dict]:
+    hops = 0
+    while span_id is not None and hops < 1000:
+        got = span_truth.get((trace_id, span_id))
+        if got is not None:
+            return got
+        span_id = parents.get((trace_id, span_id))
+        hops += 1
+    return None
