@@ -112,6 +112,12 @@ def describe(score_: Score) -> str:
     lines.append(f"{'scenario':<22}{'tasks right':>12}{'time right':>12}")
     for s, (r, k, ta) in score_.by_scenario().items():
         lines.append(f"{s:<22}{f'{r}/{k}':>12}{ta:>12.1%}")
+    lost = [x for x in score_.lost_time() if x[2] >= 0.001]
+    if lost:
+        lines.append("")
+        lines.append("critical-path time attributed wrong, by span:")
+        for s, n, wrong_s, total in lost:
+            lines.append(f"  {s}/{n}: {wrong_s:.3f} s of {total:.3f} s")
     wrong = [t for t in score_.tasks if not t.ok]
     if wrong:
         lines.append("")

@@ -120,6 +120,7 @@ class Score:
     path_right_s: float  # of which attributed to the right class
     path_unknown_s: float  # critical-path seconds whose truth no span gave (gaps)
     time_by_scenario: dict  # scenario -> (right_s, known_s)
+    time_by_span: dict = dataclasses.field(default_factory=dict)  # (scenario, span name) -> same
     untruthed: int = 0  # analysed tasks without a truth line (not scored)
     missing: int = 0  # truth lines whose trace was not analysed (lost: counted as wrong)
 
@@ -157,6 +158,11 @@ class Score:
         return {s: (r, n, _ratio(*self.time_by_scenario.get(s, (0.0, 0.0))))
                 for s, (r, n) in out.items()}
 
+    def lost_time(self, top: int = 8) -> list:
+        """[(scenario, span name, seconds attributed wrong, seconds)], most lost first."""
+        rows = [(s, n, k - r, k) for (s, n), (r, k) in self.time_by_span.items() if k - r > 0]
+        return sorted(rows, key=lambda x: -x[2])[:top]
+
     def to_json(self) -> dict:
         return {"tasks": len(self.tasks), "task_accuracy": self.task_accuracy,
                 "time_accuracy": self.time_accuracy, "recall": self.recall(),
@@ -171,10 +177,18 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
-def score(trace_dir: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None
-          ) -> Score:
+# what a stage usually means: the verdict from labels alone (the baseline scored beside ours)
+LABEL_CLASS = {"queue": "queue", "inference": "gpu", "memory": "memory", "context": "cpu",
+               "task": "cpu", "agent": "cpu", "tool": "io", "env": "io"}
+
+
+def score(trace_dir: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None,
+          labels_only: bool = False) -> Score:
     """Load and analyse ``trace_dir`` (an in-memory store unless ``db``), and score the
-    analysis against the truth files in it."""
+    analysis against the truth files in it. ``labels_only``: score instead what the stage
+    labels alone would say of the same critical paths (each section the usual class of its
+    owner's stage, :data:`LABEL_CLASS`; an inference ``gpu``): the baseline the evidence
+    has to beat."""
     from ..analyzers.pipeline import analyze_store
     from ..store.duckdb_store import Store
 
@@ -189,31 +203,57 @@ def score(trace_dir: "str | os.PathLike[str]", db: "str | os.PathLike[str] | Non
         parents = dict(((t, s), p) for t, s, p in store.con.execute(
             "SELECT trace_id, span_id, parent_span_id FROM spans").fetchall())
         sections = store.con.execute(
-            "SELECT trace_id, span_id, duration_s, " +
+            "SELECT trace_id, span_id, name, stage, duration_s, " +
             ", ".join(f"share_{c}" for c in CLASSES) + " FROM critical_path").fetchall()
     finally:
         store.close()
-    return _score(analysis.tasks, truths, span_truth, parents, sections)
+    tasks = [(t.trace_id, t.name, t.start_ns, t.bottleneck, t.confidence, dict(t.shares))
+             for t in analysis.tasks]
+    if labels_only:
+        sections = [(t, s, n, st, d, *[1.0 if LABEL_CLASS.get(st or "", "io") == c else 0.0
+                                       for c in CLASSES])
+                    for t, s, n, st, d, *_ in sections]
+        per: dict = {}
+        for t, _, _, _, d, *shares in sections:
+            acc = per.setdefault(t, [0.0] * len(CLASSES))
+            for k, v in enumerate(shares):
+                acc[k] += d * v
+        tasks = [(tid, name, start, _top(per.get(tid)), 0.0,
+                  _fractions(per.get(tid))) for tid, name, start, *_ in tasks]
+    return _score(tasks, truths, span_truth, parents, sections)
+
+
+def _top(seconds: "list | None") -> str:
+    if not seconds:
+        return "io"
+    return CLASSES[max(range(len(CLASSES)), key=lambda k: seconds[k])]
+
+
+def _fractions(seconds: "list | None") -> dict:
+    total = sum(seconds or [])
+    return {c: v / total for c, v in zip(CLASSES, seconds)} if total else {}
 
 
 def _score(tasks: list, truths: dict, span_truth: dict, parents: dict,
            sections: list) -> Score:
+    """``tasks``: (trace_id, name, start_ns, verdict, confidence, shares); ``sections``:
+    (trace_id, span_id, name, stage, seconds, share per class in CLASSES order)."""
     scored = []
     seen = set()
     untruthed = 0
-    for t in sorted(tasks, key=lambda t: t.start_ns):
-        rec = truths.get(t.trace_id)
+    for trace_id, name, _, verdict, confidence, shares in sorted(tasks, key=lambda t: t[2]):
+        rec = truths.get(trace_id)
         if rec is None:
             untruthed += 1
             continue
-        seen.add(t.trace_id)
-        scored.append(TaskScore(rec.get("scenario", "?"), t.trace_id, t.name, rec["truth"],
-                                t.bottleneck, t.confidence, dict(t.shares),
-                                rec.get("ledger", {})))
+        seen.add(trace_id)
+        scored.append(TaskScore(rec.get("scenario", "?"), trace_id, name, rec["truth"],
+                                verdict, confidence, shares, rec.get("ledger", {})))
     scenario_of = {tid: rec.get("scenario", "?") for tid, rec in truths.items()}
     known = right = unknown = 0.0
     per: dict = {}
-    for trace_id, span_id, dur, *shares in sections:
+    per_span: dict = {}
+    for trace_id, span_id, name, _, dur, *shares in sections:
         if trace_id not in seen:
             continue
         truth = _truth_of(trace_id, span_id, span_truth, parents)
@@ -226,7 +266,10 @@ def _score(tasks: list, truths: dict, span_truth: dict, parents: dict,
         right += ok
         r, k = per.get(scenario_of[trace_id], (0.0, 0.0))
         per[scenario_of[trace_id]] = (r + ok, k + dur)
-    return Score(scored, known, right, unknown, per, untruthed,
+        key = (scenario_of[trace_id], name)
+        r, k = per_span.get(key, (0.0, 0.0))
+        per_span[key] = (r + ok, k + dur)
+    return Score(scored, known, right, unknown, per, per_span, untruthed,
                  missing=len(set(truths) - seen))
 
 

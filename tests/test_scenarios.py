@@ -1,0 +1,131 @@
+"""The labelled scenarios: every scenario's tasks get the verdict their workload says is true
+(short runs; benchmarks/attribution_accuracy.py runs the long ones at two load levels), and the
+scorer that compares the two."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agentscope.cli import main
+from agentscope.scenarios import UNAVAILABLE, catalogue, describe, run, score
+from agentscope.scenarios.truth import Recorder, _score, read_truth
+
+REPO = Path(__file__).resolve().parents[1]
+
+# scenarios whose stage labels mislead: the labels alone name some of their tasks wrong
+MISLEADING = {"cpu-model", "queue-behind-batch", "mislabeled", "memory-pagein"}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    # on the checkout's file system rather than /tmp (which may be in memory: the memory
+    # scenarios page from disk)
+    base = Path(tempfile.mkdtemp(prefix=".scenario-test-", dir=REPO))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", list(catalogue()))
+def test_scenario_tasks_get_their_true_verdict(runs, name):
+    out = runs / name
+    code = run(name, out, tasks=2, load=1, quiet=True)
+    if code == UNAVAILABLE:
+        pytest.skip(f"{name} cannot be produced on this machine (the run said why)")
+    assert code == 0
+    meta = json.loads((out / "scenario.json").read_text())["runs"][-1]
+    assert meta["scenario"] == name and meta["exit_code"] == 0 and meta["machine"]["cpus"] > 0
+    got = score(out)
+    assert got.missing == 0 and got.untruthed == 0
+    assert len(got.tasks) >= 2
+    wrong = [t for t in got.tasks if not t.ok]
+    assert not wrong, describe(got)
+    assert got.time_accuracy >= 0.8, describe(got)
+    if name in MISLEADING:
+        base = score(out, labels_only=True)
+        assert base.task_accuracy < 1 or base.time_accuracy < 0.8, describe(base)
+
+
+# ---- the scorer -------------------------------------------------------------------------------
+
+def _sections(*rows):
+    """(trace, span, name, stage, seconds, {class: share}) -> the scorer's section rows."""
+    from agentscope.analyzers.evidence import CLASSES
+
+    return [(t, s, n, st, d, *[sh.get(c, 0.0) for c in CLASSES]) for t, s, n, st, d, sh in rows]
+
+
+def test_scorer_counts_verdicts_and_time_against_the_truth():
+    truths = {"t1": {"truth": "io", "scenario": "a", "ledger": {"io": 1.0}},
+              "t2": {"truth": "queue", "scenario": "b", "ledger": {"queue": 2.0}},
+              "t3": {"truth": "cpu", "scenario": "b"}}  # recorded, never analysed
+    span_truth = {("t1", "root"): {"cpu": 1.0}, ("t1", "call"): {"io": 1.0},
+                  ("t2", "srv"): {"queue": 0.75, "cpu": 0.25}}
+    parents = {("t1", "call"): "root", ("t1", "inner"): "call", ("t2", "srv"): None}
+    tasks = [("t1", "research", 1, "io", 0.8, {"io": 0.9}),
+             ("t2", "chat", 2, "cpu", 0.5, {"cpu": 0.6}),
+             ("t9", "other", 3, "io", 0.5, {"io": 1.0})]  # no truth: not scored
+    sections = _sections(
+        ("t1", "root", "research", "task", 0.1, {"cpu": 1.0}),
+        ("t1", "inner", "parse", "tool", 0.9, {"io": 0.5, "cpu": 0.5}),  # inherits "call": io
+        ("t2", "srv", "llm_request", "inference", 2.0, {"cpu": 0.5, "queue": 0.5}),
+        ("t2", None, "(gap)", None, 0.5, {"io": 1.0}))  # no truth: counted apart
+    s = _score(tasks, truths, span_truth, parents, sections)
+    assert [t.ok for t in s.tasks] == [True, False]
+    assert s.missing == 1 and s.untruthed == 1
+    assert s.task_accuracy == pytest.approx(1 / 3)  # the lost task counts as wrong
+    # t1: 0.1 + 0.9 * 0.5; t2: 2.0 * (min(.75, .5) + min(.25, .5))
+    assert s.path_right_s == pytest.approx(0.1 + 0.45 + 1.5)
+    assert s.path_s == pytest.approx(3.0) and s.path_unknown_s == pytest.approx(0.5)
+    assert s.confusion()["queue"]["cpu"] == 1 and s.recall() == {"io": 1.0, "queue": 0.0}
+    assert s.by_scenario() == {"a": (1, 1, pytest.approx(0.55)), "b": (0, 1, 0.75)}
+    assert s.lost_time()[0][:2] == ("b", "llm_request")
+    text = describe(s)
+    assert "tasks named right: 1/3" in text and "truth queue" in text
+
+
+def test_recorder_writes_what_the_workload_timed(tmp_path):
+    class Ctx:
+        trace_id, span_id = 0xABC, 0x12
+
+    class Span:
+        name = "x"
+
+        def get_span_context(self):
+            return Ctx
+
+    rec = Recorder(tmp_path, "demo")
+    rec.span(Span(), {"queue": 3.0, "cpu": 1.0})
+    assert rec.task(Span(), {"cpu": 0.2, "io": 0.5}) == "io"
+    tasks, spans = read_truth(tmp_path)
+    assert spans[(f"{0xABC:032x}", f"{0x12:016x}")] == {"queue": 0.75, "cpu": 0.25}
+    assert tasks[f"{0xABC:032x}"]["truth"] == "io"
+    with pytest.raises(ValueError):
+        rec.span(Span(), {"disk": 1.0})
+
+
+def test_a_bad_truth_line_names_its_file_and_line(tmp_path):
+    (tmp_path / "truth-1.jsonl").write_text('{"kind": "task", "trace_id": "a", "truth": "io"}\n'
+                                            "not json\n")
+    with pytest.raises(ValueError, match=r"truth-1.jsonl:2"):
+        read_truth(tmp_path)
+
+
+def test_cli_lists_runs_and_scores():
+    r = CliRunner().invoke(main, ["scenarios", "list"])
+    assert r.exit_code == 0
+    for name in catalogue():
+        assert name in r.output
+    assert "gpu:" in r.output  # says GPU-bound tasks are not produced here
+    r = CliRunner().invoke(main, ["scenarios", "run", "no-such", "--out", "x"])
+    assert r.exit_code == 2 and "no scenario" in r.output
+
+
+def test_cli_score_without_truth_is_a_usage_error(tmp_path):
+    r = CliRunner().invoke(main, ["scenarios", "score", str(tmp_path)])
+    assert r.exit_code == 2 and "no truth files" in r.output
