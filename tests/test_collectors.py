@@ -671,3 +671,33 @@ def test_the_gil_probe_slows_down_while_there_is_no_other_thread(tmp_path, monke
     assert probe._period(0.1) == 1.0 and full._period(0.1) == 0.1
     monkeypatch.setattr(threading, "active_count", lambda: 5)
     assert probe._period(0.1) == 0.1
+
+
+def test_the_idle_gil_probe_wakes_when_a_thread_starts(tmp_path):
+    """A single-threaded process probes its GIL once a second; the thread it starts makes it
+    probe at its rate at once, not a second later (a short run would get no probe at all)."""
+    code = textwrap.dedent("""
+        import threading, time
+        import agentscope
+        agentscope.init(collect=True)  # AGENTSCOPE_COLLECT=gil below: the probe only
+        time.sleep(0.1)  # one thread: the probe idles
+
+        def spin(seconds):
+            end = time.thread_time() + seconds
+            while time.thread_time() < end:
+                sum(range(1000))
+
+        t = threading.Thread(target=spin, args=(0.4,))
+        t.start()
+        spin(0.4)
+        t.join()
+        agentscope.shutdown()
+    """)
+    env = {**os.environ, "AGENTSCOPE_TRACE_DIR": str(tmp_path), "AGENTSCOPE_COLLECT": "gil"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    (gil,) = tmp_path.glob("samples-*-gil.jsonl")
+    waits = [r.value for r in samplefile.read(str(gil)) if r.metric == "agentscope.python.gil_wait"]
+    # ~0.8 s of two threads contending, within the probe's idle second: about 8 probes at
+    # 10 Hz; idling on, it would take its first and its last only
+    assert len(waits) >= 4, waits
+    assert max(waits) >= 0.001  # and they saw the contention

@@ -3,6 +3,7 @@ Markdown's text timelines, colour only where the terminal takes it."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -70,7 +71,7 @@ def test_report_of_the_sample_traces(tmp_path):
     analysed = json.loads(CliRunner().invoke(main, [
         "analyze", str(SAMPLES), "--format", "json", "--db", str(tmp_path / "db.duckdb")]).output)
     assert len(data["tasks"]) == len(analysed["tasks"]) == data["summary"]["tasks"]
-    assert len(data["timelines"]) == len(data["tasks"])  # 24 tasks <= 100: every one
+    assert len(data["timelines"]) == len(data["tasks"])  # 40 tasks <= 100: every one
     by_trace = {t["trace_id"]: t for t in analysed["tasks"]}
     col = {c: i for i, c in enumerate(data["task_columns"])}
     for i, row in enumerate(data["tasks"]):
@@ -96,15 +97,17 @@ def test_report_of_the_sample_traces(tmp_path):
 
 def test_report_keeps_timelines_for_typical_and_slowest_tasks_only(tmp_path):
     out = tmp_path / "r.html"
+    # four classes have tasks here: their most typical four, then the slowest
     result = CliRunner().invoke(main, ["report", str(SAMPLES), "--html", str(out), "--timelines",
-                                       "4", "--db", str(tmp_path / "db.duckdb")])
+                                       "5", "--db", str(tmp_path / "db.duckdb")])
     assert result.exit_code == 0, result.output
     data = _data_of(out.read_text())
-    assert len(data["tasks"]) == 24 and len(data["timelines"]) == 4
+    n = len(data["tasks"])
+    assert n == 40 and len(data["timelines"]) == 5 and len(data["typical"]) == 4
     assert {str(i) for i in data["typical"].values()} <= set(data["timelines"])
     col = {c: i for i, c in enumerate(data["task_columns"])}
     durations = sorted((r[col["duration_s"]] for r in data["tasks"]), reverse=True)
-    slowest = max(range(24), key=lambda i: data["tasks"][i][col["duration_s"]])
+    slowest = max(range(n), key=lambda i: data["tasks"][i][col["duration_s"]])
     assert str(slowest) in data["timelines"] and durations[0] == data["tasks"][slowest][3]
     # every task's whole evidence is there, timeline or not
     analysed = json.loads(CliRunner().invoke(main, [
@@ -113,7 +116,7 @@ def test_report_keeps_timelines_for_typical_and_slowest_tasks_only(tmp_path):
     for row in data["tasks"]:
         assert [row[col["evidence"]], *row[col["more_evidence"]]] == evidence[row[col["trace_id"]]]
     if CHROMIUM is not None:  # a task without a timeline shows its evidence
-        i = next(k for k in range(24) if str(k) not in data["timelines"])
+        i = next(k for k in range(n) if str(k) not in data["timelines"])
         dom, console = _chromium(tmp_path, out.as_uri() + f"#task={i}", "--dump-dom")
         assert console == [] and "has no timeline for this task" in dom
         assert all(e.replace("&", "&amp;") in dom for e in evidence[data["tasks"][i][col["trace_id"]]])
@@ -216,9 +219,18 @@ def test_terminal_shows_the_slowest_and_the_typical_task_as_timelines(tmp_path):
     assert result.exit_code == 0, result.output
     out = result.output
     assert "\x1b" not in out  # not a terminal: plain
-    assert re.search(r"slowest task: contended \(online, 1\.\d+ s, cpu", out)
-    assert re.search(r"most typical task \(cpu-bound, like 13 of 24\)", out)
-    assert re.search(r"crunch \[tool\]\s+cpu\s+\|C+\|", out)
+    tasks = json.loads(CliRunner().invoke(main, [
+        "analyze", str(SAMPLES), "--format", "json", "--db", str(tmp_path / "db.duckdb")]).output
+    )["tasks"]
+    slowest = max(tasks, key=lambda t: t["duration_s"])
+    assert re.search(rf"slowest task: {slowest['name']} \({slowest['lane']}, "
+                     rf"{slowest['duration_s']:.3f} s, {slowest['bottleneck']}", out)
+    counts = collections.Counter(t["bottleneck"] for t in tasks)
+    common, k = counts.most_common(1)[0]
+    assert f"most typical task ({common}-bound, like {k} of {len(tasks)})" in out
+    first = slowest["critical_path"][1]  # its first step after the task's own start
+    assert re.search(rf"{re.escape(first['name'])} \[{first['stage']}\]\s+{first['class']}\s+"
+                     rf"\|[CIQMG ]*{first['class'][0].upper()}+", out)
     assert out.index("slowest task:") < out.index("Tasks (slowest")
 
 
@@ -237,7 +249,7 @@ def test_colour_only_where_the_terminal_takes_it(tmp_path):
     assert re.search(r"\x1b\[[0-9;]*3[0-9]m|\x1b\[38;", forced.stdout)  # colours
     no_color = run(FORCE_COLOR="1", TERM="xterm-256color", NO_COLOR="1")
     assert not re.search(r"\x1b\[[0-9;]*3[0-9]m|\x1b\[38;", no_color.stdout)
-    assert "crunch [tool]" in no_color.stdout
+    assert re.search(r"[\w-]+ \[(context|tool|inference|queue|memory)\]", no_color.stdout)
 
 
 def test_markdown_has_the_summary_and_the_timelines(tmp_path):
@@ -245,9 +257,10 @@ def test_markdown_has_the_summary_and_the_timelines(tmp_path):
                                        str(tmp_path / "db.duckdb")])
     assert result.exit_code == 0
     md = result.output
-    assert md.startswith("## agentscope: 24 tasks")
-    assert "**slowest task**: contended" in md and md.count("```") == 4
-    assert re.search(r"crunch \[tool\]\s+cpu\s+\|C+\|", md)
+    assert md.startswith("## agentscope: 40 tasks")
+    assert "**slowest task**: " in md and md.count("```") == 4
+    assert re.search(r"[\w-]+ \[(context|tool|inference|queue|memory)\]\s+(cpu|io|queue|memory)"
+                     r"\s+\|[CIQMG ]*[CIQM]+", md)
 
 
 def test_text_timeline_rows():

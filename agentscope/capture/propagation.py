@@ -46,6 +46,11 @@ def wrap(fn: F) -> F:
     return in_context  # type: ignore[return-value]
 
 
+# called (no arguments) whenever a thread is started, once install_thread_propagation() ran:
+# the in-process sampler's GIL probe wakes up (collectors.sampler.Sampler.wake)
+thread_start_hooks: list = []
+
+
 def install_thread_propagation() -> None:
     """Make ``threading.Thread`` and ``ThreadPoolExecutor`` carry the context (once)."""
     global _installed
@@ -61,6 +66,8 @@ def install_thread_propagation() -> None:
     def start(self: threading.Thread) -> None:
         try:
             self._agentscope_context = contextvars.copy_context()  # type: ignore[attr-defined]
+            for hook in thread_start_hooks:
+                hook()
         except Exception:
             pass
         return thread_start(self)

@@ -204,6 +204,7 @@ def _start_sampler(directory: Path, hz: float, full: bool = True) -> Any:
         sources, absent = default_sources(pid=os.getpid()) if full else ([], [])
         sampler = Sampler(directory, sources, absent, interval_s=1.0 / hz, in_process=True,
                           tag="collector" if full else "gil").start()
+        propagation.thread_start_hooks.append(sampler.wake)
         # child processes are in this process's tree and on this host: they only probe their
         # own interpreter lock (an instrumented child inherits the environment)
         os.environ["AGENTSCOPE_COLLECT"] = "gil"
@@ -224,6 +225,8 @@ def shutdown(timeout_s: float = 5.0) -> None:
         children.enabled = False
         if rt.sampler is not None:
             try:
+                if rt.sampler.wake in propagation.thread_start_hooks:
+                    propagation.thread_start_hooks.remove(rt.sampler.wake)
                 rt.sampler.stop(min(timeout_s, 2.0))
             except Exception as e:  # never raise at shutdown
                 log_once("sampler-stop", "agentscope: error stopping the sampler (%r)", e)

@@ -67,6 +67,9 @@ class Sampler:
         # wake-up is the wait for Python's interpreter lock: a GIL probe
         self.in_process = in_process
         self._late_s: Optional[float] = None
+        # set when the process starts a thread (see wake()): a GIL probe idling at one round
+        # a second in a single-threaded process starts probing at once
+        self._woken = threading.Event()
         # the foreground sources: (source, its interval in ns, whether it takes snapshots)
         self._plan = [(s, int(getattr(s, "min_interval_s", 0) * 1e9) - 1000, snapshots(s))
                       for s in self.sources if not getattr(s, "background", False)]
@@ -262,12 +265,18 @@ class Sampler:
                 except Exception as e:  # the sampler must survive anything
                     log_once(f"collector:round:{type(e).__name__}",
                              "agentscope collector: sampling round failed (%r)", e)
-            next_t += self._period(period) if gil_only else period
+            step = self._period(period) if gil_only else period
+            next_t += step
             delay = next_t - monotonic()
             if delay < 0:  # fell behind (a slow source, a suspended VM): skip, don't burst
                 next_t = monotonic()
                 delay = 0
-            if delay <= 0.25:
+            if step > period:  # idle (one thread): until the next round or a new thread
+                self._woken.clear()
+                if self._woken.wait(delay):
+                    next_t = monotonic()  # threads now: probe from here, every period
+                    continue
+            elif delay <= 0.25:
                 # a plain sleep wakes for less CPU than Event.wait (measured here: 60 vs
                 # 100 us a wake-up); a stop waits for at most this one interval
                 sleep(delay)
@@ -282,6 +291,11 @@ class Sampler:
                 self.tick(final=True)  # a last round, so the series covers the whole run
             except Exception as e:
                 log_once("collector:final", "agentscope collector: last round failed (%r)", e)
+
+    def wake(self) -> None:
+        """The process started a thread: an idle GIL probe resumes its rate now (the
+        runtime calls this from ``Thread.start``)."""
+        self._woken.set()
 
     def _period(self, period: float) -> float:
         """The wait before the next round. A sampler that only probes the GIL (no sources)
@@ -304,6 +318,7 @@ class Sampler:
         if self._forked:  # a forked child: the parent's sampler is not ours to finish
             return
         self._stop.set()
+        self._woken.set()  # out of an idle wait
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout_s)
