@@ -19,6 +19,11 @@ CPU_SCOPE = "agentscope.cpu.scope"  # "loop" when the span ran on an asyncio eve
 # the thread's kernel-mode CPU time over the span, recorded only when the span took major page
 # faults: most of it is then the kernel paging in (memory work, not the program's computing)
 SYSTEM_CPU = "agentscope.cpu.thread_system_ns"
+# context switches of the child processes a span waited for (theirs and their waited-for
+# descendants'), recorded where it had children: preempted more than blocked = they were
+# runnable, not waiting on I/O
+CHILD_IVCSW = "agentscope.children.ctx_switches.involuntary"
+CHILD_VCSW = "agentscope.children.ctx_switches.voluntary"
 
 # The resource-accounting attributes. In our own span files these are columns (see
 # agentscope.formats.spanfile); on the OpenTelemetry wire (SDK mode, OTLP) they are attributes.

@@ -55,6 +55,11 @@ def test_span_that_waited_for_a_cpu_bound_subprocess_shows_the_childs_cpu(trace_
     assert tool.thread_cpu_ns < 0.1e9  # the waiting thread itself was off-CPU
     # an enclosing span that was open while the child was reaped is credited too
     assert task.children == 1 and task.child_cpu_ns == tool.child_cpu_ns
+    # and the child's context switches (the kernel's, from wait4), for the contention rule
+    ivcsw = tool.attrs["agentscope.children.ctx_switches.involuntary"]
+    vcsw = tool.attrs["agentscope.children.ctx_switches.voluntary"]
+    assert ivcsw >= 0 and vcsw > 0  # it blocked at least reading its own files
+    assert task.attrs["agentscope.children.ctx_switches.voluntary"] == vcsw
 
 
 def test_concurrent_subprocesses_are_credited_to_their_own_spans(trace_dir):

@@ -96,6 +96,22 @@ def test_contention_turns_a_runnable_threads_waiting_into_cpu_but_not_a_sleepers
     assert notes[1] is None
 
 
+def test_contention_over_child_processes_that_computed_and_were_preempted_is_cpu():
+    """A tool waiting on its compiler (child CPU half the span) on a saturated host: the
+    children were preempted far more than they blocked, so they were runnable: cpu. A tool
+    whose child mostly blocked (a network client), or computed little, stays io."""
+    shares = _shares(*[{"cpu": 0.5, "io": 0.5}] * 2, {"cpu": 0.1, "io": 0.9})
+    ev = _ev(3, **{PSI_CPU: 0.9, "system.cpu.run_queue": 4.0, "system.cpu.logical.count": 2})
+    out, _, notes = adjust(shares, np.full(3, 0.8), ev, np.zeros(3, bool),
+                           ivcsw=np.zeros(3), vcsw=np.full(3, 4), child_cpu=np.full(3, 1e8),
+                           children=(np.array([120, 3, 40]), np.array([6, 9, 5]),
+                                     np.array([0.5, 0.5, 0.1])))
+    assert out[0, CLASSES.index("cpu")] == pytest.approx(1.0)
+    assert "child processes computing, preempted 120x, blocked 6x" in notes[0]
+    assert out[1, CLASSES.index("io")] == pytest.approx(0.5)  # the children blocked
+    assert out[2, CLASSES.index("io")] == pytest.approx(0.9)  # they computed little
+
+
 def test_gpu_counters_decide_an_inference_wait():
     shares = _shares(*[{"gpu": 1.0}] * 4)
     ev = _ev(4, **{GPU_UTIL: 0.0})

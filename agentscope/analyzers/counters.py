@@ -7,9 +7,10 @@ and the span alone cannot say on what. The counters over the same interval can:
 
 * **CPU contention**: the host's CPU was saturated (PSI ``cpu some``, or more runnable tasks
   than cores) and the span's thread was runnable rather than blocked (it was preempted more
-  often than it blocked, or it waited on child processes while the agent's process tree had
-  threads waiting in the run queue): that waiting is ``cpu``, up to the share of time runnable
-  work waited on the host;
+  often than it blocked), or it waited on child processes that were (they computed a quarter
+  of the span or more and were preempted more often than they blocked, or the agent's
+  process tree had threads waiting in the run queue): that waiting is ``cpu``, up to the
+  share of time runnable work waited on the host;
 * **memory**: PSI ``memory some`` (tasks stalled on reclaim, swap-in, refaults): that share of
   the waiting is ``memory``;
 * **GPU**, for an ``inference`` served on its own host (``server.address`` local, or its
@@ -53,6 +54,7 @@ METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, SWAP_IN, HOST_FAULTS, TREE_WAI
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
 
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
+CHILDREN_BUSY = 0.25  # child-process CPU per span second from which its children computed
 MEMORY_PRESSURE = 0.05
 GPU_BUSY, GPU_IDLE = 0.5, 0.1
 KV_FULL = 0.9
@@ -195,12 +197,13 @@ def section_counters_sql(con: Any, hosts: Any, start: Any, end: Any) -> dict:
 
 def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.ndarray,
            ivcsw: np.ndarray, vcsw: np.ndarray, child_cpu: np.ndarray,
-           server_local: "np.ndarray | None" = None) -> tuple:
+           server_local: "np.ndarray | None" = None, children: "tuple | None" = None) -> tuple:
     """Section shares and confidences changed by the counters ``ev`` (see the module
     docstring); returns (shares, confidence, notes), notes an object array of str or None.
     ``server_local``: the inference's server is on this host (``server.address``); the GPU
     rules apply only there, or where the span's process is known to use the GPU (a remote
-    model server's GPU is not this host's)."""
+    model server's GPU is not this host's). ``children``: (involuntary, voluntary context
+    switches of the child processes each span waited for, their CPU per second of the span)."""
     n = len(shares)
     shares = shares.copy()
     confidence = confidence.copy()
@@ -219,6 +222,11 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
         over = np.where(np.isnan(runq) | np.isnan(cores), np.nan, over)
     contention = np.fmax(psi, over)  # NaN only where both are unknown
     runnable = (ivcsw > vcsw) | ((child_cpu > 0) & (np.nan_to_num(tree) >= CONTENTION))
+    kids_runnable = np.zeros(n, dtype=bool)
+    if children is not None:
+        kid_ivcsw, kid_vcsw, kid_busy = (np.asarray(a) for a in children)
+        kids_runnable = (kid_busy >= CHILDREN_BUSY) & (kid_ivcsw > kid_vcsw) & ~runnable
+        runnable = runnable | kids_runnable
     waiting = shares[:, io_k]
     move = np.where(runnable & (np.nan_to_num(contention) >= CONTENTION),
                     np.minimum(waiting, np.nan_to_num(contention) * (1 - shares[:, q_k])), 0.0)
@@ -228,9 +236,13 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
             why.append(f"PSI cpu {psi[i]:.0%}")
         if not np.isnan(runq[i]) and not np.isnan(cores[i]):
             why.append(f"run queue {runq[i]:.1f} on {cores[i]:.0f} cores")
-        thread = (f"thread preempted {int(ivcsw[i])}x, blocked {int(vcsw[i])}x"
-                  if ivcsw[i] > vcsw[i] else
-                  f"agent's processes waiting for a CPU {tree[i]:.2f} threads on average")
+        if ivcsw[i] > vcsw[i]:
+            thread = f"thread preempted {int(ivcsw[i])}x, blocked {int(vcsw[i])}x"
+        elif kids_runnable[i]:
+            thread = (f"its child processes computing, preempted {int(kid_ivcsw[i])}x, "
+                      f"blocked {int(kid_vcsw[i])}x")
+        else:
+            thread = f"agent's processes waiting for a CPU {tree[i]:.2f} threads on average"
         notes[i].append(f"host CPU saturated ({', '.join(why)}; {thread}): its off-CPU time "
                         f"was runnable work waiting for a CPU ({move[i]:.0%} of the section)")
     shares[:, cpu_k] += move

@@ -105,10 +105,14 @@ def _analyze(cols: dict, counters: Any = None) -> Analysis:
                 return np.asarray(cols[name])[row] if name in cols else np.zeros(len(row))
 
             inference = ~is_gap & (np.asarray(stages, dtype=object)[row] == "inference")
+            span_ns = np.maximum(col("end_ns") - col("start_ns"), 1).astype(np.float64)
             sec_shares, sec_conf, notes = adjust(
                 sec_shares, sec_conf, ev, inference, np.where(is_gap, 0, col("ivcsw")),
                 np.where(is_gap, 0, col("vcsw")), np.where(is_gap, 0, col("child_cpu_ns")),
-                server_local=~is_gap & col("server_local").astype(bool))
+                server_local=~is_gap & col("server_local").astype(bool),
+                children=(np.where(is_gap, 0, col("child_ivcsw")),
+                          np.where(is_gap, 0, col("child_vcsw")),
+                          np.where(is_gap, 0.0, col("child_cpu_ns") / span_ns)))
             sec_cls = np.where(is_gap, _IO, np.argmax(sec_shares, axis=1))
 
     # 3. per-task sums

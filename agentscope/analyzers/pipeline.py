@@ -13,9 +13,12 @@ from .tasks import Analysis, gc_paused
 
 
 # for the counters of the span's host: its 1-based position in the list of hosts given as the
-# parameter (0: none); its process; the context switches of its thread (not netted)
+# parameter (0: none); its process; the context switches of its thread (not netted) and of the
+# child processes it waited for
 COUNTER_COLUMNS = """coalesce(list_position(?::VARCHAR[], s.host), 0) AS host_code,
-    coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw, coalesce(s.pid, -1) AS pid,"""
+    coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw, coalesce(s.pid, -1) AS pid,
+    coalesce(TRY_CAST(s.a[8] AS BIGINT), 0) AS child_ivcsw,
+    coalesce(TRY_CAST(s.a[9] AS BIGINT), 0) AS child_vcsw,"""
 
 
 def analyze_store(store: Store, save: bool = True) -> Analysis:

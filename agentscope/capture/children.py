@@ -46,12 +46,14 @@ _ENV_POSITION = 10  # Popen(args, bufsize, executable, stdin, stdout, stderr, pr
 def credit(node: Any, ru: Any) -> None:
     """Add a reaped child's usage to ``node`` and its open ancestors."""
     cpu = round((ru.ru_utime + ru.ru_stime) * 1e6) * 1000
-    majflt = ru.ru_majflt
+    majflt, ivcsw, vcsw = ru.ru_majflt, ru.ru_nivcsw, ru.ru_nvcsw
     while node is not None:
         if not node.end_ns:
             node.child_cpu_ns += cpu
             node.children += 1
             node.child_majflt += majflt
+            node.child_ivcsw += ivcsw
+            node.child_vcsw += vcsw
         node = node.local_parent
 
 

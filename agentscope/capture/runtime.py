@@ -29,7 +29,7 @@ from opentelemetry.trace import Status, StatusCode
 from .._log import log, log_once
 from ..records import SpanLink
 from ..semconv import ACCOUNTING_ATTRIBUTES as ACCOUNTING
-from ..semconv import SYSTEM_CPU
+from ..semconv import CHILD_IVCSW, CHILD_VCSW, SYSTEM_CPU
 from .._version import __version__
 from . import children, otelctx, propagation, sdk_bridge, state
 from .span import LeanSpan, LeanTracerProvider, native_thread_id, thread_rusage
@@ -251,6 +251,7 @@ class SdkHandle:
     """A span created by the application's SDK tracer, plus our resource accounting."""
 
     __slots__ = ("span", "token", "ident", "ru0", "cpu0", "child_cpu_ns", "children", "child_majflt",
+                 "child_ivcsw", "child_vcsw",
                  "end_ns", "local_parent", "loop")
 
     def fail(self, exc: BaseException) -> None:
@@ -278,6 +279,8 @@ class SdkHandle:
         attrs[ACCOUNTING["child_cpu_ns"]] = self.child_cpu_ns
         attrs[ACCOUNTING["children"]] = self.children
         attrs[ACCOUNTING["child_majflt"]] = self.child_majflt
+        if self.children:
+            attrs[CHILD_IVCSW], attrs[CHILD_VCSW] = self.child_ivcsw, self.child_vcsw
         if self.loop:
             attrs["agentscope.cpu.scope"] = "loop"
         self.end_ns = 1
@@ -338,7 +341,7 @@ def _begin_sdk(rt: Runtime, ctx: Any, name: str, stage: Optional[str],
     h.ident = threading.get_ident()
     h.ru0 = thread_rusage()
     h.cpu0 = time.thread_time_ns()
-    h.child_cpu_ns = h.children = h.child_majflt = h.end_ns = 0
+    h.child_cpu_ns = h.children = h.child_majflt = h.child_ivcsw = h.child_vcsw = h.end_ns = 0
     h.loop = loop
     h.local_parent = None if new_trace or parent is None else _sdk_nodes.get(id(parent))
     _sdk_nodes[id(span)] = h

@@ -100,6 +100,8 @@ class LeanSpan(trace.Span):
     child_cpu_ns = 0
     children = 0
     child_majflt = 0
+    child_ivcsw = 0
+    child_vcsw = 0
     _own_attrs = False
     _sc: Optional[SpanContext] = None
 
@@ -173,6 +175,9 @@ class LeanSpan(trace.Span):
                     self.attrs = {**self.attrs, semconv.SYSTEM_CPU: round(
                         (ru1.ru_stime - ru0.ru_stime) * 1e9)}
         self.ru0 = None
+        if self.children:  # rare: its child processes' context switches
+            self.attrs = {**self.attrs, semconv.CHILD_IVCSW: self.child_ivcsw,
+                          semconv.CHILD_VCSW: self.child_vcsw}
         self.end_ns = now if end_time is None else end_time
         rt = state.active
         if rt is not None:

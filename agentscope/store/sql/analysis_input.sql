@@ -55,7 +55,9 @@ attributed AS (
                        '$."gen_ai.latency.time_in_model_prefill"',
                        '$."gen_ai.latency.time_in_model_decode"',
                        '$."server.address"', '$."agentscope.cpu.scope"',
-                       '$."agentscope.lane"', '$."agentscope.cpu.thread_system_ns"'])
+                       '$."agentscope.lane"', '$."agentscope.cpu.thread_system_ns"',
+                       '$."agentscope.children.ctx_switches.involuntary"',
+                       '$."agentscope.children.ctx_switches.voluntary"'])
               END AS a
     FROM linked
 )
