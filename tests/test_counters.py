@@ -287,6 +287,23 @@ def test_gil_contention_turns_a_computing_threads_waiting_into_cpu():
     assert out[2, CLASSES.index("io")] == pytest.approx(0.8)  # GIL free (0.2 ms: timer slack)
 
 
+def test_an_agents_own_short_wait_between_steps_in_a_gil_contended_process_is_cpu():
+    """A task's own time between two steps, off-CPU, in a process whose GIL probe waited 6 ms
+    a wake-up: 20 ms is a few GIL waits (cpu); 200 ms is something else (io); a tool's 20 ms
+    off-CPU is its own waiting (io)."""
+    from agentscope.analyzers.counters import GIL_WAIT
+
+    shares = _shares(*[{"cpu": 0.01, "io": 0.99}] * 3)
+    ev = _ev(3, **{GIL_WAIT: 0.006})
+    out, _, notes = adjust(shares, np.full(3, 0.8), ev, np.zeros(3, bool), np.zeros(3),
+                           np.full(3, 2), np.zeros(3), orchestration=np.array([1, 1, 0], bool),
+                           length_ns=np.array([20e6, 200e6, 20e6]))
+    assert out[0, CLASSES.index("cpu")] == pytest.approx(1.0)
+    assert "own code between steps" in notes[0]
+    assert out[1, CLASSES.index("io")] == pytest.approx(0.99)
+    assert out[2, CLASSES.index("io")] == pytest.approx(0.99)
+
+
 def test_per_process_counters_join_only_that_process():
     from agentscope.analyzers.counters import GIL_WAIT
 

@@ -52,6 +52,7 @@ PER_PROCESS = (GIL_WAIT,)
 METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, SWAP_IN, HOST_FAULTS, TREE_WAIT, GPU_UTIL,
            KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT)
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
+GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL waits
 
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
 CHILDREN_BUSY = 0.25  # child-process CPU per span second from which its children computed
@@ -197,13 +198,16 @@ def section_counters_sql(con: Any, hosts: Any, start: Any, end: Any) -> dict:
 
 def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.ndarray,
            ivcsw: np.ndarray, vcsw: np.ndarray, child_cpu: np.ndarray,
-           server_local: "np.ndarray | None" = None, children: "tuple | None" = None) -> tuple:
+           server_local: "np.ndarray | None" = None, children: "tuple | None" = None,
+           orchestration: "np.ndarray | None" = None,
+           length_ns: "np.ndarray | None" = None) -> tuple:
     """Section shares and confidences changed by the counters ``ev`` (see the module
     docstring); returns (shares, confidence, notes), notes an object array of str or None.
     ``server_local``: the inference's server is on this host (``server.address``); the GPU
     rules apply only there, or where the span's process is known to use the GPU (a remote
     model server's GPU is not this host's). ``children``: (involuntary, voluntary context
-    switches of the child processes each span waited for, their CPU per second of the span)."""
+    switches of the child processes each span waited for, their CPU per second of the span).
+    ``orchestration``: the section is a task's or agent's own time; ``length_ns``: its length."""
     n = len(shares)
     shares = shares.copy()
     confidence = confidence.copy()
@@ -250,14 +254,25 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     confidence = np.where(move > 1e-6, np.maximum(confidence, 0.7), confidence)
 
     # 1b. Python's interpreter lock: a thread that computed part of the section, in a process
-    # whose GIL was contended meanwhile, spent its off-CPU time waiting for the GIL
+    # whose GIL was contended meanwhile, spent its off-CPU time waiting for the GIL; so did an
+    # agent's own code between its steps (a task's or agent's self time) that lasted no more
+    # than a few of the waits the probe measured
     gil = get(GIL_WAIT)
-    gil_bound = (np.nan_to_num(gil) >= GIL_CONTENDED) & (shares[:, cpu_k] >= 0.05)
+    contended = np.nan_to_num(gil) >= GIL_CONTENDED
+    gil_bound = contended & (shares[:, cpu_k] >= 0.05)
+    between = np.zeros(n, dtype=bool)
+    if orchestration is not None and length_ns is not None:
+        between = contended & ~gil_bound & np.asarray(orchestration, dtype=bool) & (
+            np.asarray(length_ns, dtype=np.float64) <= GIL_WAITS * np.nan_to_num(gil) * 1e9)
+        gil_bound = gil_bound | between
     move = np.where(gil_bound, shares[:, io_k], 0.0)
     for i in np.flatnonzero(move > 1e-6).tolist():
+        what = ("the agent's own code between steps, no longer than "
+                f"{GIL_WAITS} such waits: waiting for the GIL" if between[i] else
+                "its off-CPU time was waiting for the GIL")
         notes[i].append(f"Python's interpreter lock contended in its process (the agent's "
-                        f"sampler thread waited {gil[i] * 1e3:.1f} ms for it per wake-up): its "
-                        f"off-CPU time was waiting for the GIL ({move[i]:.0%} of the section)")
+                        f"sampler thread waited {gil[i] * 1e3:.1f} ms for it per wake-up): "
+                        f"{what} ({move[i]:.0%} of the section)")
     shares[:, cpu_k] += move
     shares[:, io_k] -= move
     confidence = np.where(move > 1e-6, np.maximum(confidence, 0.6), confidence)

@@ -112,7 +112,8 @@ def _analyze(cols: dict, counters: Any = None) -> Analysis:
                 server_local=~is_gap & col("server_local").astype(bool),
                 children=(np.where(is_gap, 0, col("child_ivcsw")),
                           np.where(is_gap, 0, col("child_vcsw")),
-                          np.where(is_gap, 0.0, col("child_cpu_ns") / span_ns)))
+                          np.where(is_gap, 0.0, col("child_cpu_ns") / span_ns)),
+                orchestration=sec_orch, length_ns=end - start)
             sec_cls = np.where(is_gap, _IO, np.argmax(sec_shares, axis=1))
 
     # 3. per-task sums
