@@ -304,6 +304,30 @@ def test_an_agents_own_short_wait_between_steps_in_a_gil_contended_process_is_cp
     assert out[2, CLASSES.index("io")] == pytest.approx(0.99)
 
 
+def test_no_gpu_on_the_host_means_a_local_inference_did_not_wait_on_one():
+    """Host "h" had a collector that found no NVIDIA GPU; host "g" had one that did. An
+    inference assumed to wait on a local accelerator (no server timing) on "h" waited on
+    something else: io. Where its server reported model time, or on "g", it stays gpu."""
+    from agentscope.analyzers.counters import NO_GPU
+
+    store = Store()
+    _samples(store, [(T0 + k * S, h, None, "gpu.nvidia", None, "agentscope.collector.up", v)
+                     for k in range(3) for h, v in (("h", 0.0), ("g", 1.0 if k else 0.0))]
+             + [(T0 + k * S, h, None, "host.pressure", None, PSI_CPU, 0.0)
+                for k in range(3) for h in "hg"])
+    hosts = np.array(["h", "h", "g"], dtype=object)
+    ev = section_counters(store.con, hosts, np.full(3, T0), np.full(3, T0 + 2 * S))
+    assert ev[NO_GPU].tolist() == [1.0, 1.0, 0.0]
+    shares = _shares(*[{"cpu": 0.1, "gpu": 0.9}] * 3)
+    out, _, notes = adjust(shares, np.full(3, 0.4), ev, np.ones(3, bool), np.zeros(3),
+                           np.full(3, 3), np.zeros(3), server_local=np.ones(3, bool),
+                           model_s=np.array([0.0, 0.5, 0.0]))
+    assert out[0, CLASSES.index("io")] == pytest.approx(0.9)
+    assert "no GPU on this host" in notes[0]
+    assert out[1, CLASSES.index("gpu")] == pytest.approx(0.9)  # the server said: model time
+    assert out[2, CLASSES.index("gpu")] == pytest.approx(0.9)  # this host has a GPU
+
+
 def test_per_process_counters_join_only_that_process():
     from agentscope.analyzers.counters import GIL_WAIT
 

@@ -102,7 +102,11 @@ def test_recorder_writes_what_the_workload_timed(tmp_path):
     rec = Recorder(tmp_path, "demo")
     rec.span(Span(), {"queue": 3.0, "cpu": 1.0})
     assert rec.task(Span(), {"cpu": 0.2, "io": 0.5}) == "io"
+    assert not list(tmp_path.iterdir())  # nothing written while the workload runs
+    rec.close()
+    rec.close()  # idempotent: the lines are written once
     tasks, spans = read_truth(tmp_path)
+    assert len((tmp_path / rec.path.name).read_text().splitlines()) == 2
     assert spans[(f"{0xABC:032x}", f"{0x12:016x}")] == {"queue": 0.75, "cpu": 0.25}
     assert tasks[f"{0xABC:032x}"]["truth"] == "io"
     with pytest.raises(ValueError):
@@ -140,3 +144,17 @@ def test_the_shipped_sample_traces_get_the_verdicts_their_readme_promises():
     assert got.task_accuracy == 1.0, describe(got)
     assert got.time_accuracy >= 0.9, describe(got)
     assert set(got.recall()) == {"cpu", "memory", "io", "queue"}
+
+
+def test_time_the_workload_could_not_time_is_scored_apart():
+    truths = {"t": {"truth": "queue", "scenario": "s"}}
+    span_truth = {("t", "root"): {"cpu": 1.0}, ("t", "hop"): {}}
+    parents = {("t", "hop"): "root", ("t", "srv"): "hop"}
+    span_truth[("t", "srv")] = {"queue": 1.0}
+    sections = _sections(("t", "hop", "chat", "inference", 0.2, {"io": 1.0}),
+                         ("t", "srv", "llm_request", "inference", 1.0, {"queue": 1.0}))
+    s = _score([("t", "chat", 0, "queue", 0.9, {"queue": 1.0})], truths, span_truth, parents,
+               sections)
+    assert s.path_s == pytest.approx(1.0) and s.path_unknown_s == pytest.approx(0.2)
+    assert s.time_accuracy == pytest.approx(1.0)
+    assert "0.20 s more with no truth" in describe(s)

@@ -46,6 +46,9 @@ PREEMPTIONS = "model_server.preemptions"
 SERVER_WAITING = "model_server.requests.waiting"
 GIL_WAIT = "agentscope.python.gil_wait"  # per process: the in-process sampler's GIL probe
 GPU_OF_PROCESS = "agentscope.gpu_of_process"  # not a sample: 1 where the span's GPU is known
+# not a sample: 1 where the section's host had a collector that found no NVIDIA GPU (its
+# gpu.nvidia source reported absent, never up)
+NO_GPU = "agentscope.host.no_gpu"
 # joined on the span's own process (host and pid), not on its host
 PER_PROCESS = (GIL_WAIT,)
 # the counters the rules below read (each one joined to every section: no more than these)
@@ -105,6 +108,9 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     a_all = np.asarray(start, dtype=np.int64)
     b_all = np.asarray(end, dtype=np.int64)
     rows = {h: np.asarray(ix, dtype=np.int64) for h, ix in by_host.items()}
+    for h in _hosts_without_gpu(con):
+        if h in rows:
+            out.setdefault(NO_GPU, np.zeros(n))[rows[h]] = 1.0
     gpus_of = _gpus_of_processes(con) if pids is not None else {}
     per_gpu: dict = {}  # (host, device) -> means of that GPU's utilization
     offset = 0
@@ -155,6 +161,14 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     return out
 
 
+def _hosts_without_gpu(con: Any) -> list:
+    """Hosts whose collector reported its NVIDIA GPU source absent and never up."""
+    return [h for (h,) in con.execute(
+        "SELECT host FROM samples WHERE metric = 'agentscope.collector.up' "
+        "AND source = 'gpu.nvidia' AND host IS NOT NULL GROUP BY host "
+        "HAVING max(value) = 0").fetchall()]
+
+
 def _gpus_of_processes(con: Any) -> dict:
     """{(host, pid): devices} from NVML's per-process GPU memory samples."""
     got: dict = {}
@@ -200,14 +214,16 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
            ivcsw: np.ndarray, vcsw: np.ndarray, child_cpu: np.ndarray,
            server_local: "np.ndarray | None" = None, children: "tuple | None" = None,
            orchestration: "np.ndarray | None" = None,
-           length_ns: "np.ndarray | None" = None) -> tuple:
+           length_ns: "np.ndarray | None" = None,
+           model_s: "np.ndarray | None" = None) -> tuple:
     """Section shares and confidences changed by the counters ``ev`` (see the module
     docstring); returns (shares, confidence, notes), notes an object array of str or None.
     ``server_local``: the inference's server is on this host (``server.address``); the GPU
     rules apply only there, or where the span's process is known to use the GPU (a remote
     model server's GPU is not this host's). ``children``: (involuntary, voluntary context
     switches of the child processes each span waited for, their CPU per second of the span).
-    ``orchestration``: the section is a task's or agent's own time; ``length_ns``: its length."""
+    ``orchestration``: the section is a task's or agent's own time; ``length_ns``: its length;
+    ``model_s``: the model time its server reported (0: none)."""
     n = len(shares)
     shares = shares.copy()
     confidence = confidence.copy()
@@ -320,6 +336,18 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     shares[:, mem_k] += np.where(kv_full, waiting, 0.0)
     shares[:, gpu_k] = new_gpu
     shares[:, io_k] = new_io
+    # an inference assumed to wait on a local accelerator (no timing from its server, no GPU
+    # counters) on a host whose collector found no GPU: it waited on something else
+    reported = np.asarray(model_s, dtype=np.float64) > 0 if model_s is not None else \
+        np.zeros(n, dtype=bool)
+    no_gpu = inference & (ev.get(NO_GPU, np.zeros(n)) > 0) & ~known & ~kv_full & ~reported & \
+        (shares[:, gpu_k] > 1e-6)
+    moved = np.where(no_gpu, shares[:, gpu_k], 0.0)
+    shares[:, io_k] += moved
+    shares[:, gpu_k] -= moved
+    for i in np.flatnonzero(no_gpu).tolist():
+        notes[i].append("no GPU on this host (its collector found no NVIDIA GPU): the "
+                        f"waiting ({moved[i]:.0%} of the section) was not on a local GPU")
     for i in np.flatnonzero(known | kv_full).tolist():
         if kv_full[i]:
             notes[i].append(f"model server KV cache {kv[i]:.0%} full, {pre[i]:.2g} "

@@ -98,7 +98,9 @@ def describe(score_: Score) -> str:
                  f"({score_.task_accuracy:.1%})" +
                  (f"; {score_.missing} recorded but not analysed" if score_.missing else ""))
     lines.append(f"critical-path time attributed right: {score_.time_accuracy:.1%} of "
-                 f"{score_.path_s:.1f} s")
+                 f"{score_.path_s:.1f} s" + (
+                     f" ({score_.path_unknown_s:.2f} s more with no truth: gaps, steps the "
+                     "workloads could not time)" if score_.path_unknown_s >= 0.005 else ""))
     recall = score_.recall()
     lines.append("recall: " + ", ".join(f"{c} {recall[c]:.0%}" for c in CLASSES
                                          if c in recall))

@@ -189,6 +189,7 @@ def model_server(slots: int) -> None:
     try:
         _serve(Handler)
     finally:
+        rec.close()
         agentscope.shutdown()
 
 

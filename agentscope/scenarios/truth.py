@@ -8,8 +8,8 @@ it evicted before touching them. It writes that, and nothing from agentscope's a
 
 * ``{"kind": "span", "trace_id", "span_id", "name", "truth": {class: share}}``: what the
   span's own time was spent on (one class, or shares where the workload timed a split, e.g. a
-  model server's request: its slot wait, then its compute). Spans without a line inherit the
-  truth of their nearest ancestor that has one.
+  model server's request: its slot wait, then its compute; ``{}`` where the workload cannot
+  say). Spans without a line inherit the truth of their nearest ancestor that has one.
 * ``{"kind": "task", "trace_id", "name", "scenario", "truth": class, "ledger": {class: s}}``:
   the class that limited the task, and the seconds per class the workload measured on the
   task's longest chain of steps (its own critical path, as it arranged it).
@@ -20,6 +20,7 @@ class (each section's analysed class shares against its span's truth)."""
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -33,22 +34,34 @@ TRUTH_PREFIX = "truth-"
 
 
 class Recorder:
-    """Appends truth lines to ``truth-<pid>.jsonl`` in ``trace_dir`` (thread-safe)."""
+    """Collects truth lines and appends them to ``truth-<pid>.jsonl`` in ``trace_dir`` at
+    :meth:`close` (and at exit): writing as it goes would put the workload's own file I/O
+    and lock waits inside the spans it describes."""
 
     def __init__(self, trace_dir: "str | os.PathLike[str]", scenario: str) -> None:
         self.scenario = scenario
         self.path = Path(trace_dir) / f"{TRUTH_PREFIX}{os.getpid()}.jsonl"
+        self._lines: list = []
         self._lock = threading.Lock()
+        atexit.register(self.close)
 
     def _write(self, record: dict) -> None:
-        line = json.dumps(record, sort_keys=True) + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
+        self._lines.append(record)  # list.append is atomic: threads need no lock here
 
-    def span(self, span: Any, truth: "str | dict") -> None:
-        """What ``span``'s own time was spent on: a class, or {class: share}."""
+    def close(self) -> None:
+        """Write what was recorded (idempotent)."""
+        with self._lock:
+            lines, self._lines = self._lines, []
+            if lines:
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
+
+    def span(self, span: Any, truth: "str | dict | None") -> None:
+        """What ``span``'s own time was spent on: a class, or {class: share}; None: the
+        workload cannot say (its time is scored as having no truth)."""
         ctx = span.get_span_context()
-        shares = {truth: 1.0} if isinstance(truth, str) else _normalised(truth)
+        shares = {} if truth is None else {truth: 1.0} if isinstance(truth, str) else \
+            _normalised(truth)
         self._write({"kind": "span", "trace_id": f"{ctx.trace_id:032x}",
                      "span_id": f"{ctx.span_id:016x}", "name": getattr(span, "name", None),
                      "truth": shares})
@@ -257,7 +270,7 @@ def _score(tasks: list, truths: dict, span_truth: dict, parents: dict,
         if trace_id not in seen:
             continue
         truth = _truth_of(trace_id, span_id, span_truth, parents)
-        if truth is None:
+        if not truth:  # a gap, or a span whose workload could not say
             unknown += dur
             continue
         got = dict(zip(CLASSES, shares))

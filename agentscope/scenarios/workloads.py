@@ -164,10 +164,12 @@ C_PROGRAM = r"""
 %(functions)s
 static int check(long n) {
     char *sieve = calloc(n + 1, 1); long primes = 0;
-    for (long i = 2; i <= n; i++) if (!sieve[i]) { primes++; for (long j = i * i; j <= n; j += i) sieve[j] = 1; }
+    for (long i = 2; i <= n; i++)
+        if (!sieve[i]) { primes++; for (long j = i * i; j <= n; j += i) sieve[j] = 1; }
     free(sieve);
     unsigned long h = 1469598103934665603UL;
-    for (long r = 0; r < %(rounds)d; r++) for (long i = 0; i < 1000000; i++) h = (h ^ (unsigned long)(i + r)) * 1099511628211UL;
+    for (long r = 0; r < %(rounds)d; r++)
+        for (long i = 0; i < 1000000; i++) h = (h ^ (unsigned long)(i + r)) * 1099511628211UL;
     return primes > 0 && h != 0;
 }
 int main(int argc, char **argv) {
@@ -278,8 +280,9 @@ def cpu_contention(ctx: Ctx) -> None:
                           "pressure stall information (/proc/pressure/cpu), which this "
                           "kernel does not give")
     agents = max(ctx.tasks, 2 * len(cpus)) * ctx.load
-    procs = [subprocess.Popen([sys.executable, "-m", "agentscope.scenarios.workloads", "cpu-contention", "--agent",
-                               ",".join(map(str, cpus))]) for _ in range(agents)]
+    argv = [sys.executable, "-m", "agentscope.scenarios.workloads", "cpu-contention",
+            "--agent", ",".join(map(str, cpus))]
+    procs = [subprocess.Popen(argv) for _ in range(agents)]
     if any(p.wait() for p in procs):
         raise RuntimeError("a contending agent failed")
 
@@ -295,6 +298,7 @@ def _contending_agent(cpus: str) -> None:
         # and the rest of its time it is runnable, waiting for a core: CPU-bound all along
         with ctx.step(ledger, "cpu", "tool", "lint"):
             burn_python(0.25)
+    rec.close()
 
 
 # ---- I/O --------------------------------------------------------------------------------------
@@ -408,10 +412,13 @@ def queue_pool(ctx: Ctx) -> None:
 def _model_call(ctx: Ctx, ledger: dict, url: str, tokens: int) -> None:
     """A model call to the scenario's model server: the server's spans (in its process) carry
     their own truth; what it reports (its queue and compute time) goes to the ledger."""
-    # the client's own time around the server's span: sending, reading, parsing (Python)
-    with ctx.step(None, "cpu", "inference", "chat", model="cpu-mlp-768",
-                  **{"server.address": "127.0.0.1"}):
+    # the client's own time around the server's span is the HTTP hop: sending, the server's
+    # handler reading and replying, waiting for the interpreter lock on either side; the
+    # workload does not know how it splits, and says so
+    with agentscope.stage("inference", name="chat", model="cpu-mlp-768",
+                          **{"server.address": "127.0.0.1"}) as span:
         got = post_json(url, {"prompt_tokens": 300, "max_tokens": tokens})
+    ctx.rec.span(span, None)
     ledger["queue"] = ledger.get("queue", 0.0) + got["queue_s"]
     ledger["cpu"] = ledger.get("cpu", 0.0) + got["compute_s"]
 
@@ -667,7 +674,10 @@ def main(argv: "list[str] | None" = None) -> int:
         work = Path(tempfile.mkdtemp(prefix=".scenario-", dir=trace_dir))
         try:
             ctx = Ctx(args.name, args.tasks, args.load, Recorder(trace_dir, args.name), work)
-            SCENARIOS[args.name].run(ctx)
+            try:
+                SCENARIOS[args.name].run(ctx)
+            finally:
+                ctx.rec.close()
         except Unavailable as e:
             print(f"{args.name}: cannot run here: {e}", file=sys.stderr)
             return 3
