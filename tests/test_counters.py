@@ -315,9 +315,12 @@ def test_no_gpu_on_the_host_means_a_local_inference_did_not_wait_on_one():
                      for k in range(3) for h, v in (("h", 0.0), ("g", 1.0 if k else 0.0))]
              + [(T0 + k * S, h, None, "host.pressure", None, PSI_CPU, 0.0)
                 for k in range(3) for h in "hg"])
-    hosts = np.array(["h", "h", "g"], dtype=object)
-    ev = section_counters(store.con, hosts, np.full(3, T0), np.full(3, T0 + 2 * S))
-    assert ev[NO_GPU].tolist() == [1.0, 1.0, 0.0]
+    hosts = np.array(["h", "h", "g", "h"], dtype=object)
+    ev = section_counters(store.con, hosts, np.array([T0, T0, T0, T0 + 5 * S]),
+                          np.array([T0 + 2 * S] * 3 + [T0 + 6 * S]))
+    # the last section is on "h" too, but after its collector's run: not known
+    assert ev[NO_GPU].tolist() == [1.0, 1.0, 0.0, 0.0]
+    ev = {m: v[:3] for m, v in ev.items()}
     shares = _shares(*[{"cpu": 0.1, "gpu": 0.9}] * 3)
     out, _, notes = adjust(shares, np.full(3, 0.4), ev, np.ones(3, bool), np.zeros(3),
                            np.full(3, 3), np.zeros(3), server_local=np.ones(3, bool),

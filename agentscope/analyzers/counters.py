@@ -108,9 +108,11 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     a_all = np.asarray(start, dtype=np.int64)
     b_all = np.asarray(end, dtype=np.int64)
     rows = {h: np.asarray(ix, dtype=np.int64) for h, ix in by_host.items()}
-    for h in _hosts_without_gpu(con):
-        if h in rows:
-            out.setdefault(NO_GPU, np.zeros(n))[rows[h]] = 1.0
+    for h, first, last in _hosts_without_gpu(con):
+        if h in rows:  # the sections within the run of that collector
+            sel = rows[h]
+            sel = sel[(a_all[sel] >= first) & (b_all[sel] <= last)]
+            out.setdefault(NO_GPU, np.zeros(n))[sel] = 1.0
     gpus_of = _gpus_of_processes(con) if pids is not None else {}
     per_gpu: dict = {}  # (host, device) -> means of that GPU's utilization
     offset = 0
@@ -162,11 +164,14 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
 
 
 def _hosts_without_gpu(con: Any) -> list:
-    """Hosts whose collector reported its NVIDIA GPU source absent and never up."""
-    return [h for (h,) in con.execute(
-        "SELECT host FROM samples WHERE metric = 'agentscope.collector.up' "
-        "AND source = 'gpu.nvidia' AND host IS NOT NULL GROUP BY host "
-        "HAVING max(value) = 0").fetchall()]
+    """[(host, first ns, last ns)]: the runs (sample files) of collectors that reported their
+    host's NVIDIA GPU source absent, never up, with the time each covered."""
+    return con.execute(
+        "SELECT s.host, min(s.ts_ns), max(s.ts_ns) FROM samples s JOIN ("
+        "  SELECT host, file_id FROM samples WHERE metric = 'agentscope.collector.up' "
+        "  AND source = 'gpu.nvidia' AND host IS NOT NULL GROUP BY host, file_id "
+        "  HAVING max(value) = 0) a ON s.host = a.host AND s.file_id IS NOT DISTINCT FROM "
+        "a.file_id GROUP BY s.host, s.file_id").fetchall()
 
 
 def _gpus_of_processes(con: Any) -> dict:
