@@ -331,6 +331,24 @@ def test_no_gpu_on_the_host_means_a_local_inference_did_not_wait_on_one():
     assert out[2, CLASSES.index("gpu")] == pytest.approx(0.9)  # this host has a GPU
 
 
+def test_threads_paging_in_behind_the_gil_wait_for_memory():
+    """Four threads of one process read an evicted mapped file at once: each faults while
+    holding the GIL, so the others wait. A section that took faults itself, with the GIL
+    contended and the tree paging in (8,000 major faults/s), waited for memory; one that took
+    none (an I/O wait in the same process), or with the GIL free, keeps its verdict."""
+    from agentscope.analyzers.counters import GIL_WAIT, TREE_FAULTS
+
+    shares = _shares(*[{"memory": 0.3, "io": 0.7}] * 3)
+    ev = _ev(3, **{GIL_WAIT: 0.02, TREE_FAULTS: 8000.0})
+    ev[GIL_WAIT][2] = 0.0002
+    out, _, notes = adjust(shares, np.full(3, 0.8), ev, np.zeros(3, bool), np.zeros(3),
+                           np.full(3, 30), np.zeros(3), faults=np.array([6000.0, 0.0, 6000.0]))
+    assert out[0, CLASSES.index("memory")] == pytest.approx(1.0)
+    assert "behind other threads' page-ins" in notes[0] and "8000 major faults/s" in notes[0]
+    assert out[1, CLASSES.index("io")] == pytest.approx(0.7)
+    assert out[2, CLASSES.index("io")] == pytest.approx(0.7)
+
+
 def test_per_process_counters_join_only_that_process():
     from agentscope.analyzers.counters import GIL_WAIT
 

@@ -12,7 +12,9 @@ and the span alone cannot say on what. The counters over the same interval can:
   process tree had threads waiting in the run queue): that waiting is ``cpu``, up to the
   share of time runnable work waited on the host;
 * **memory**: PSI ``memory some`` (tasks stalled on reclaim, swap-in, refaults): that share of
-  the waiting is ``memory``;
+  the waiting is ``memory``; a thread that took major faults itself, in a process whose GIL
+  was contended while the agent's process tree was paging in, waited behind the others'
+  page-ins (a thread faulting on a mapped page holds the GIL): ``memory`` too;
 * **GPU**, for an ``inference`` served on its own host (``server.address`` local, or its
   process holds GPU memory): its GPUs (those its process holds memory on, per NVML, where
   known; else the busiest of its host) busy (≥ 50 %) make its waiting ``gpu``, and its
@@ -31,7 +33,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .evidence import CLASSES, CPU, GPU, IO, MEMORY, QUEUE
+from .evidence import CLASSES, CPU, GPU, IO, MAJOR_FAULT_NS, MEMORY, QUEUE
 
 CORES = "system.cpu.logical.count"
 RUN_QUEUE = "system.cpu.run_queue"
@@ -40,6 +42,7 @@ PSI_MEMORY = "system.pressure.memory.some"
 SWAP_IN = "system.paging.swap_in"
 HOST_FAULTS = "system.paging.major_faults"
 TREE_WAIT = "agentscope.tree.runqueue_wait"
+TREE_FAULTS = "agentscope.tree.major_faults"  # per second, the agent's process tree
 GPU_UTIL = "hw.gpu.utilization"
 KV_CACHE = "model_server.kv_cache.usage"
 PREEMPTIONS = "model_server.preemptions"
@@ -53,7 +56,7 @@ NO_GPU = "agentscope.host.no_gpu"
 PER_PROCESS = (GIL_WAIT,)
 # the counters the rules below read (each one joined to every section: no more than these)
 METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, SWAP_IN, HOST_FAULTS, TREE_WAIT, GPU_UTIL,
-           KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT)
+           KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT, TREE_FAULTS)
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
 GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL waits
 
@@ -220,7 +223,7 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
            server_local: "np.ndarray | None" = None, children: "tuple | None" = None,
            orchestration: "np.ndarray | None" = None,
            length_ns: "np.ndarray | None" = None,
-           model_s: "np.ndarray | None" = None) -> tuple:
+           model_s: "np.ndarray | None" = None, faults: "np.ndarray | None" = None) -> tuple:
     """Section shares and confidences changed by the counters ``ev`` (see the module
     docstring); returns (shares, confidence, notes), notes an object array of str or None.
     ``server_local``: the inference's server is on this host (``server.address``); the GPU
@@ -228,7 +231,8 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     model server's GPU is not this host's). ``children``: (involuntary, voluntary context
     switches of the child processes each span waited for, their CPU per second of the span).
     ``orchestration``: the section is a task's or agent's own time; ``length_ns``: its length;
-    ``model_s``: the model time its server reported (0: none)."""
+    ``model_s``: the model time its server reported (0: none); ``faults``: the major faults
+    its span took itself (net of its children)."""
     n = len(shares)
     shares = shares.copy()
     confidence = confidence.copy()
@@ -274,11 +278,30 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     shares[:, io_k] -= move
     confidence = np.where(move > 1e-6, np.maximum(confidence, 0.7), confidence)
 
+    # 1a. paging in behind the interpreter lock: a thread that took major faults itself, in a
+    # process whose GIL was contended while its tree was paging in, waited for the page-ins
+    # of the others (a thread faulting on a mapped page holds the GIL)
+    gil = get(GIL_WAIT)
+    paging = np.minimum(np.nan_to_num(get(TREE_FAULTS)) * MAJOR_FAULT_NS / 1e9, 1.0)
+    behind = (np.nan_to_num(gil) >= GIL_CONTENDED) & (paging >= MEMORY_PRESSURE)
+    if faults is not None:
+        behind &= np.asarray(faults, dtype=np.float64) > 0
+    else:
+        behind &= False
+    move = np.where(behind, np.minimum(shares[:, io_k], paging), 0.0)
+    for i in np.flatnonzero(move > 1e-6).tolist():
+        notes[i].append(f"its process paging in ({get(TREE_FAULTS)[i]:.0f} major faults/s in "
+                        f"the agent's processes) with its interpreter lock contended "
+                        f"({gil[i] * 1e3:.1f} ms a wake-up): its waiting was behind other "
+                        f"threads' page-ins ({move[i]:.0%} of the section)")
+    shares[:, mem_k] += move
+    shares[:, io_k] -= move
+    confidence = np.where(move > 1e-6, np.maximum(confidence, 0.6), confidence)
+
     # 1b. Python's interpreter lock: a thread that computed part of the section, in a process
     # whose GIL was contended meanwhile, spent its off-CPU time waiting for the GIL; so did an
     # agent's own code between its steps (a task's or agent's self time) that lasted no more
     # than a few of the waits the probe measured
-    gil = get(GIL_WAIT)
     contended = np.nan_to_num(gil) >= GIL_CONTENDED
     gil_bound = contended & (shares[:, cpu_k] >= 0.05)
     between = np.zeros(n, dtype=bool)

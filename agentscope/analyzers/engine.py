@@ -114,7 +114,8 @@ def _analyze(cols: dict, counters: Any = None) -> Analysis:
                           np.where(is_gap, 0, col("child_vcsw")),
                           np.where(is_gap, 0.0, col("child_cpu_ns") / span_ns)),
                 orchestration=sec_orch, length_ns=end - start,
-                model_s=np.where(is_gap, 0.0, col("model_s")))
+                model_s=np.where(is_gap, 0.0, col("model_s")),
+                faults=np.where(is_gap, 0.0, col("own_faults")))
             sec_cls = np.where(is_gap, _IO, np.argmax(sec_shares, axis=1))
 
     # 3. per-task sums
