@@ -128,7 +128,13 @@ def _open_and_load(trace_dir: str, db: "str | None", quiet: bool = False):
               help="DuckDB file to use [default: TRACE_DIR/.agentscope/agentscope.duckdb].")
 @click.option("--limit", type=int, default=20, show_default=True,
               help="Tasks to list in table and markdown output (JSON lists all).")
-def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
+@click.option("--push-gateway", "push_gateway", default=None, metavar="URL",
+              help="Also push the analysis as Prometheus metrics to this Pushgateway "
+                   "(e.g. http://localhost:9091), as `agentscope serve` exposes them.")
+@click.option("--push-job", default="agentscope", show_default=True,
+              help="The Pushgateway job to push under (replaces that job's metrics).")
+def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
+            push_gateway: "str | None", push_job: str) -> None:
     """Load TRACE_DIR into the store and name what limited each task.
 
     For every task (trace): its critical path, each section classified as gpu, cpu, memory,
@@ -140,11 +146,14 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
         agentscope analyze traces/
         agentscope analyze traces/ --format json > report.json
         agentscope analyze traces/ --format markdown >> $GITHUB_STEP_SUMMARY
+        agentscope analyze traces/ --push-gateway http://localhost:9091
 
     Exit code 1 if some input could not be loaded (the report covers the rest).
     """
-    with _analysed(trace_dir, db) as (_, load, analysis, problems):
-        pass  # the store is closed before the output is made: its memory is free by then
+    pushed = True
+    with _analysed(trace_dir, db) as (store, load, analysis, problems):
+        if push_gateway:  # before the store closes: the sampled counters come from it
+            pushed = _push(push_gateway, push_job, analysis, store)
     if fmt == "json":
         from .analyzers.tasks import gc_paused
         from .exporters.json_report import report
@@ -166,7 +175,23 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int) -> None:
         if not console.is_terminal:
             console = Console(width=120)  # pipes and files: do not squeeze to 80 columns
         render(analysis, problems, console, limit)
-    sys.exit(1 if problems else 0)
+    sys.exit(1 if problems or not pushed else 0)
+
+
+def _push(url: str, job: str, analysis, store) -> bool:
+    """Push the analysis's metrics to a Prometheus Pushgateway; a failure is an error on
+    stderr (and exit code 1 after the report)."""
+    from prometheus_client import push_to_gateway
+
+    from .exporters.prometheus import registry_for
+
+    try:
+        push_to_gateway(url, job=job, registry=registry_for(analysis, store.con), timeout=30)
+        click.echo(f"pushed the analysis to {url} (job {job})", err=True)
+        return True
+    except Exception as e:  # the report is still printed
+        click.echo(f"agentscope analyze: could not push to {url}: {e}", err=True)
+        return False
 
 
 @contextlib.contextmanager
@@ -454,6 +479,76 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
     for sig in forwarded:
         signal.signal(sig, signal.SIG_DFL)
     sys.exit(code if code >= 0 else 128 - code)
+
+
+@main.command()
+@click.argument("trace_dir", type=click.Path(file_okay=False, exists=True, path_type=str))
+@click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True,
+              help="Port of the metrics endpoint (0: any free port).")
+@click.option("--address", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0: every interface).")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="DuckDB file to use [default: TRACE_DIR/.agentscope/agentscope.duckdb].")
+@click.option("--refresh", type=float, default=15.0, show_default=True,
+              help="Seconds between loads of what was appended to TRACE_DIR (at a scrape).")
+def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: float) -> None:
+    """Expose TRACE_DIR's analysis as Prometheus metrics on http://ADDRESS:PORT/metrics.
+
+    Computed at scrape time: new lines in TRACE_DIR (a live `agentscope run` writing into it)
+    are loaded and analysed again, at most every --refresh seconds. Metric names:
+    docs/grafana.md. Stops on Ctrl-C or SIGTERM.
+
+    \b
+    Examples:
+        agentscope serve traces/                      # scrape localhost:9464/metrics
+        agentscope serve traces/ --address 0.0.0.0 --port 9464
+    """
+    import signal
+    import threading
+
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from .exporters.prometheus import TraceDirCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    collector = TraceDirCollector(trace_dir, db, refresh)
+    collector.refresh()  # a first analysis now: errors show here, not at the first scrape
+    registry.register(collector)
+    server, thread = start_http_server(port, addr=address, registry=registry)
+    click.echo(f"agentscope: serving metrics of {trace_dir} on "
+               f"http://{address}:{server.server_port}/metrics", err=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.shutdown()
+
+
+@main.group()
+def export() -> None:
+    """Export for other tools: Grafana dashboards, OTLP metrics.
+
+    \b
+    Examples:
+        agentscope export grafana --out grafana/
+        agentscope export otlp-metrics traces/ --endpoint http://localhost:4318/v1/metrics
+    """
+
+
+@export.command("grafana")
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
+              help="Folder to write dashboards/*.json and provisioning/dashboards/*.yaml into.")
+def export_grafana(out: str) -> None:
+    """Write Grafana dashboards over `agentscope serve`'s metrics, and a provisioning file.
+
+    The fleet overview (where the critical-path time goes, GPU idle and why, orchestration
+    share, tasks per hour, tail latency by lane) and a hosts-and-GPUs view. Each panel
+    queries the Prometheus data source picked by the dashboard's `datasource` variable.
+    Wiring it up: docs/grafana.md."""
+    from .exporters.grafana import write
+
+    for path in write(out):
+        click.echo(str(path))
 
 
 @main.group()

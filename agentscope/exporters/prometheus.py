@@ -1,0 +1,273 @@
+"""agentscope's findings as Prometheus metrics: a custom collector computed at scrape time.
+
+Two kinds of metric, with Prometheus naming rules (``snake_case``, the unit as a suffix,
+``_total`` on counters, ``_ratio`` for 0..1):
+
+* **From the analysis** (``agentscope_*``): tasks and their durations by bottleneck class,
+  lane and task name; critical-path seconds per class (by lane and task, and by stage);
+  orchestration; per GPU, its busy and idle shares and what the critical paths did while it
+  sat idle.
+* **From the sampler** (the latest value of each host, GPU and model-server counter in the
+  store): the OpenTelemetry names the collectors write, mapped the standard way (``.`` to
+  ``_``, the unit as a suffix: ``hw.gpu.utilization`` → ``hw_gpu_utilization_ratio``,
+  ``system.memory.usage`` → ``system_memory_usage_bytes``).
+
+:class:`TraceDirCollector` serves a trace directory (``agentscope serve``): at a scrape it
+loads what was appended since the last one and analyses again, at most every
+``refresh_s``. :func:`registry_for` wraps one analysis (``analyze --push-gateway``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterable, Optional
+
+from ..analyzers.evidence import CLASSES
+
+# task durations: 10 ms .. 30 min
+DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                    120.0, 300.0, 600.0, 1800.0)
+MAX_TASK_NAMES = 100  # more distinct task names than this: the rest are task="(other)"
+
+# sampler metric -> (Prometheus name, help). Units per docs/collectors.md.
+SAMPLED = {
+    "system.cpu.utilization": ("system_cpu_utilization_ratio", "Host CPU busy, 0..1"),
+    "system.cpu.run_queue": ("system_cpu_run_queue", "Runnable tasks on the host"),
+    "system.cpu.logical.count": ("system_cpu_logical_count", "Logical CPUs of the host"),
+    "system.pressure.cpu.some": ("system_pressure_cpu_some_ratio",
+                                 "Share of time some task waited for a CPU (PSI)"),
+    "system.pressure.memory.some": ("system_pressure_memory_some_ratio",
+                                    "Share of time some task stalled on memory (PSI)"),
+    "system.pressure.memory.full": ("system_pressure_memory_full_ratio",
+                                    "Share of time all tasks stalled on memory (PSI)"),
+    "system.pressure.io.some": ("system_pressure_io_some_ratio",
+                                "Share of time some task stalled on I/O (PSI)"),
+    "system.memory.usage": ("system_memory_usage_bytes", "Host memory in use"),
+    "system.memory.available": ("system_memory_available_bytes", "Host memory available"),
+    "system.memory.limit": ("system_memory_limit_bytes", "Host memory in all"),
+    "system.paging.major_faults": ("system_paging_major_faults_per_second",
+                                   "Major page faults per second"),
+    "system.paging.swap_in": ("system_paging_swap_in_per_second", "Pages swapped in per second"),
+    "system.disk.io.read": ("system_disk_io_read_bytes_per_second", "Disk reads"),
+    "system.disk.io.write": ("system_disk_io_write_bytes_per_second", "Disk writes"),
+    "system.network.io.receive": ("system_network_io_receive_bytes_per_second",
+                                  "Network received"),
+    "system.network.io.transmit": ("system_network_io_transmit_bytes_per_second",
+                                   "Network sent"),
+    "hw.gpu.utilization": ("hw_gpu_utilization_ratio", "GPU busy (NVML), 0..1"),
+    "hw.gpu.memory.utilization": ("hw_gpu_memory_utilization_ratio",
+                                  "GPU memory bandwidth busy (NVML), 0..1"),
+    "hw.gpu.memory.usage": ("hw_gpu_memory_usage_bytes", "GPU memory in use"),
+    "hw.gpu.memory.limit": ("hw_gpu_memory_limit_bytes", "GPU memory in all"),
+    "hw.gpu.power": ("hw_gpu_power_watts", "GPU power draw"),
+    "hw.gpu.clock.sm": ("hw_gpu_clock_sm_megahertz", "GPU SM clock"),
+    "agentscope.tree.cpu.utilization": ("agentscope_tree_cpu_utilization_cores",
+                                        "CPU of the agent's process tree, in cores"),
+    "agentscope.tree.runqueue_wait": ("agentscope_tree_runqueue_wait_threads",
+                                      "Agent threads waiting for a CPU, on average"),
+    "model_server.requests.waiting": ("model_server_requests_waiting",
+                                      "Requests waiting at the model server"),
+    "model_server.requests.running": ("model_server_requests_running",
+                                      "Requests running at the model server"),
+    "model_server.kv_cache.usage": ("model_server_kv_cache_usage_ratio",
+                                    "Model server KV cache in use, 0..1"),
+}
+
+
+ANALYSIS_NAMES = (
+    "agentscope_tasks_total", "agentscope_task_duration_seconds_bucket",
+    "agentscope_task_duration_seconds_sum", "agentscope_task_duration_seconds_count",
+    "agentscope_critical_path_seconds_total", "agentscope_orchestration_seconds_total",
+    "agentscope_critical_path_stage_seconds_total", "agentscope_orchestration_ratio",
+    "agentscope_gpu_busy_ratio", "agentscope_gpu_idle_ratio",
+    "agentscope_gpu_idle_attribution_ratio", "agentscope_last_refresh_timestamp_seconds")
+
+
+def exported_names() -> set:
+    """Every sample name the exporter can write."""
+    return set(ANALYSIS_NAMES) | {name for name, _ in SAMPLED.values()}
+
+
+def _families() -> Any:
+    from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                        HistogramMetricFamily)
+
+    return CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+
+def analysis_metrics(analysis: Any) -> list:
+    """The ``agentscope_*`` metric families of one analysis."""
+    from .html_report import fleet_breakdowns
+
+    Counter, Gauge, Histogram = _families()
+    tasks = analysis.tasks
+    names = _task_names(tasks)
+    count = Counter("agentscope_tasks", "Tasks analysed, by bottleneck class, lane and task "
+                    "name", labels=["bottleneck", "lane", "task"])
+    duration = Histogram("agentscope_task_duration_seconds", "Task duration (root span, end to "
+                         "end), by bottleneck class, lane and task name",
+                         labels=["bottleneck", "lane", "task"])
+    path = Counter("agentscope_critical_path_seconds", "Critical-path seconds attributed to "
+                   "each resource class, by lane and task name",
+                   labels=["class", "lane", "task"])
+    orch = Counter("agentscope_orchestration_seconds", "Critical-path seconds of the agents' "
+                   "own code (task and agent spans' self time), by lane", labels=["lane"])
+    groups: dict = {}
+    seconds: dict = {}
+    orch_s: dict = {}
+    for t in tasks:
+        lane = t.lane or "(none)"
+        key = (t.bottleneck, lane, names.get(t.name, "(other)"))
+        groups.setdefault(key, []).append(t.duration_ns / 1e9)
+        for c in CLASSES:
+            k = (c, lane, key[2])
+            seconds[k] = seconds.get(k, 0.0) + t.shares.get(c, 0.0) * t.duration_ns / 1e9
+        orch_s[lane] = orch_s.get(lane, 0.0) + t.orchestration_ns / 1e9
+    for key, values in sorted(groups.items()):
+        count.add_metric(list(key), len(values))
+        duration.add_metric(list(key), _buckets(values), sum(values))
+    for key, v in sorted(seconds.items()):
+        path.add_metric(list(key), v)
+    for lane, v in sorted(orch_s.items()):
+        orch.add_metric([lane], v)
+    by_stage, _ = fleet_breakdowns(analysis)
+    stage = Counter("agentscope_critical_path_stage_seconds", "Critical-path seconds per "
+                    "resource class, by the stage of the span that held the path",
+                    labels=["class", "stage"])
+    for st, row in sorted(by_stage.items()):
+        for c in CLASSES:
+            stage.add_metric([c, st], row.get(c, 0.0))
+    summary = analysis.summary
+    share = Gauge("agentscope_orchestration_ratio", "Share of all critical-path time that was "
+                  "the agents' own code")
+    share.add_metric([], summary.get("orchestration_share", 0.0))
+    out = [count, duration, path, orch, stage, share]
+    gpu = summary.get("gpu")
+    if gpu:
+        busy = Gauge("agentscope_gpu_busy_ratio", "Share of the analysed tasks' time the GPU "
+                     "was busy", labels=["gpu", "host"])
+        idle = Gauge("agentscope_gpu_idle_ratio", "Share of the analysed tasks' time the GPU "
+                     "was idle (under 5 %)", labels=["gpu", "host"])
+        why = Gauge("agentscope_gpu_idle_attribution_ratio", "While the GPU sat idle: share "
+                    "of the critical paths' time per stage and class", labels=[
+                        "gpu", "host", "stage", "class"])
+        for key, d in sorted(gpu.items()):
+            device, _, host = key.partition("@")
+            busy.add_metric([device, host], d["busy"])
+            idle.add_metric([device, host], d["idle"])
+            for what, v in sorted(d["idle_while"].items()):
+                st, _, cls = what.rpartition(" ")
+                why.add_metric([device, host, st, cls], v)
+        out += [busy, idle, why]
+    return out
+
+
+def _task_names(tasks: list) -> dict:
+    """The task names kept as label values: the commonest ``MAX_TASK_NAMES``."""
+    counts: dict = {}
+    for t in tasks:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    kept = sorted(counts, key=lambda n: -counts[n])[:MAX_TASK_NAMES]
+    return {n: n for n in kept}
+
+
+def _buckets(values: list) -> list:
+    out = []
+    for b in DURATION_BUCKETS:
+        out.append((_le(b), sum(1 for v in values if v <= b)))
+    out.append(("+Inf", len(values)))
+    return out
+
+
+def _le(b: float) -> str:
+    return repr(float(b))
+
+
+def sampled_metrics(con: Any) -> list:
+    """The latest value of each sampled host, GPU and model-server counter, as gauges."""
+    _, Gauge, _ = _families()
+    rows = con.execute(
+        "SELECT metric, host, device, pid, arg_max(value, ts_ns), max(ts_ns) FROM samples "
+        "WHERE metric IN (SELECT unnest(?)) GROUP BY ALL ORDER BY ALL",
+        [list(SAMPLED)]).fetchall()
+    families: dict = {}
+    for metric, host, device, pid, value, _ in rows:
+        if value is None:
+            continue
+        name, help_ = SAMPLED[metric]
+        fam = families.get(metric)
+        if fam is None:
+            fam = families[metric] = Gauge(name, f"{help_} (latest sample; {metric})",
+                                           labels=["host", "device", "pid"])
+        fam.add_metric([host or "", device or "", "" if pid is None else str(pid)], value)
+    return list(families.values())
+
+
+class TraceDirCollector:
+    """A prometheus_client collector over a trace directory: it loads and analyses again at a
+    scrape when files changed, at most every ``refresh_s`` seconds; in between it serves the
+    last result."""
+
+    def __init__(self, trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0):
+        self.trace_dir = trace_dir
+        self.db = db
+        self.refresh_s = refresh_s
+        self._lock = threading.Lock()
+        self._at = 0.0
+        self._seen: Optional[tuple] = None
+        self._metrics: list = []
+        self.refreshes = 0
+
+    def _state(self) -> tuple:
+        from ..store.duckdb_store import Store
+
+        found, _ = Store.sources(self.trace_dir)
+        return tuple(sorted((str(s.path), s.path.stat().st_size) for s in found))
+
+    def refresh(self) -> None:
+        from ..analyzers.pipeline import analyze_store
+        from ..store.duckdb_store import Store
+
+        store = Store.for_trace_dir(self.trace_dir, self.db)
+        try:
+            store.load(self.trace_dir)
+            analysis = analyze_store(store)
+            metrics = analysis_metrics(analysis) + sampled_metrics(store.con)
+        finally:
+            store.close()
+        up = _families()[1]("agentscope_last_refresh_timestamp_seconds", "When the trace "
+                            "directory was last loaded and analysed")
+        up.add_metric([], time.time())
+        self._metrics = metrics + [up]
+        self.refreshes += 1
+
+    def collect(self) -> Iterable[Any]:
+        with self._lock:
+            now = time.monotonic()
+            if not self._metrics or now - self._at >= self.refresh_s:
+                state = self._state()
+                if state != self._seen or not self._metrics:
+                    self.refresh()
+                    self._seen = state
+                self._at = now
+            metrics = list(self._metrics)
+        return iter(metrics)
+
+
+class _Fixed:
+    def __init__(self, metrics: list) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Any]:
+        return iter(self.metrics)
+
+
+def registry_for(analysis: Any, con: Any = None) -> Any:
+    """A registry holding the metrics of ``analysis`` (and the samples in ``con``)."""
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry(auto_describe=False)
+    metrics = analysis_metrics(analysis) + (sampled_metrics(con) if con is not None else [])
+    registry.register(_Fixed(metrics))
+    return registry

@@ -1,0 +1,242 @@
+"""Metrics and dashboards, checked against a real Prometheus (and a real Pushgateway): every
+PromQL query of every dashboard panel must return data.
+
+`.ci/run` installs Debian's `prometheus` and `prometheus-pushgateway`; without them the
+server tests are skipped (the dashboard tests still run)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agentscope.cli import main
+from agentscope.exporters import grafana, prometheus
+from agentscope.formats import samplefile
+from agentscope.records import SampleRecord
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "sample_traces" / "queue" / "queue-behind-batch"
+PROMETHEUS = shutil.which("prometheus")
+PUSHGATEWAY = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 5) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read()
+
+
+def _wait(what, timeout: float = 30, every: float = 0.2):
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            got = what()
+            if got:
+                return got
+        except OSError:
+            pass
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    """A recorded scenario (queue-behind-batch: spans and host counters from the sample
+    traces) plus a GPU and a model server's counters over the same minutes. No GPU and no
+    vLLM exist here: those two series are written for this test (busy, then idle; a queue),
+    in the collectors' own sample format, so that every panel has something to show."""
+    d = tmp_path_factory.mktemp("served") / "trace"
+    shutil.copytree(SCENARIO, d, ignore=shutil.ignore_patterns(".agentscope"))
+    first = last = None
+    for path in d.glob("spans-*.jsonl"):
+        for line in path.read_text().splitlines():
+            span = json.loads(line)
+            first = span["start_ns"] if first is None else min(first, span["start_ns"])
+            last = span["end_ns"] if last is None else max(last, span["end_ns"])
+    rows = []
+    t = first - 1_000_000_000
+    k = 0
+    while t <= last + 1_000_000_000:
+        busy = k % 10 < 4
+        rows += [SampleRecord(t, "vm", None, "gpu.nvidia", "gpu0", "hw.gpu.utilization",
+                              0.9 if busy else 0.0),
+                 SampleRecord(t, "vm", None, "gpu.nvidia", "gpu0", "hw.gpu.memory.usage", 30e9),
+                 SampleRecord(t, "vm", None, "gpu.nvidia", "gpu0", "hw.gpu.memory.limit", 80e9),
+                 SampleRecord(t, "vm", None, "gpu.nvidia", "gpu0", "hw.gpu.power", 350.0),
+                 SampleRecord(t, "vm", None, "model_server", "127.0.0.1:8000",
+                              "model_server.requests.waiting", float(k % 4)),
+                 SampleRecord(t, "vm", None, "model_server", "127.0.0.1:8000",
+                              "model_server.requests.running", 1.0),
+                 SampleRecord(t, "vm", None, "model_server", "127.0.0.1:8000",
+                              "model_server.kv_cache.usage", 0.5)]
+        t += 100_000_000
+        k += 1
+    (d / "samples-vm-1-1-gpu-fixture.jsonl").write_text(
+        "".join(samplefile.encode(r) for r in rows))
+    return d
+
+
+# ---- the dashboards ---------------------------------------------------------------------------
+
+def test_dashboards_validate_and_read_only_metrics_we_export(tmp_path):
+    result = CliRunner().invoke(main, ["export", "grafana", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    names = prometheus.exported_names()
+    boards = sorted((tmp_path / "dashboards").glob("*.json"))
+    assert [b.stem for b in boards] == ["agentscope-fleet", "agentscope-hosts"]
+    for board in boards:
+        text = board.read_text()
+        model = grafana.validate(text)  # the SDK's own model parses it back
+        assert model.uid == board.stem and model.panels
+        data = json.loads(text)
+        for panel in data["panels"]:
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert panel["targets"], panel["title"]
+            for target in panel["targets"]:
+                used = grafana.metrics_of(target["expr"])
+                assert used and used <= names, (panel["title"], target["expr"], used - names)
+    prov = (tmp_path / "provisioning" / "dashboards" / "agentscope.yaml").read_text()
+    assert str((tmp_path / "dashboards").resolve()) in prov and "type: file" in prov
+
+
+def test_fleet_dashboard_answers_the_fleet_questions():
+    titles = " | ".join(t for t, _ in grafana.queries(grafana.to_json(grafana.build(
+        "agentscope-fleet"))))
+    for words in ("critical-path time goes", "GPU idle", "GPU sat idle", "Orchestration",
+                  "Tasks per hour", "latency by lane"):
+        assert words in titles
+
+
+# ---- the metrics ------------------------------------------------------------------------------
+
+def test_metrics_follow_prometheus_naming_and_carry_the_analysis(trace_dir):
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from agentscope.analyzers.pipeline import analyze_store
+    from agentscope.store.duckdb_store import Store
+
+    with Store(None) as store:
+        store.load(trace_dir)
+        analysis = analyze_store(store)
+        text = generate_latest(prometheus.registry_for(analysis, store.con)).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {s.name for f in families.values() for s in f.samples}
+    assert samples <= prometheus.exported_names()
+    for name in samples:
+        assert name == name.lower() and "." not in name
+    tasks = families["agentscope_tasks"].samples
+    assert sum(s.value for s in tasks) == len(analysis.tasks) == 3
+    assert {s.labels["bottleneck"] for s in tasks} == {t.bottleneck for t in analysis.tasks}
+    # critical-path seconds add up to the tasks' durations
+    path = sum(s.value for s in families["agentscope_critical_path_seconds"].samples)
+    assert path == pytest.approx(sum(t.duration_ns for t in analysis.tasks) / 1e9, rel=1e-6)
+    assert families["hw_gpu_utilization_ratio"].samples[0].labels["device"] == "gpu0"
+    assert "agentscope_gpu_idle_ratio" in families  # the GPU counters joined the analysis
+
+
+def _prometheus(tmp_path: Path, target: str, job: str, honor: bool = False):
+    port = _free_port()
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: {job}\n    honor_labels: {str(honor).lower()}\n"
+        f"    static_configs:\n      - targets: ['{target}']\n")
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _query(base: str, expr: str) -> list:
+    got = json.loads(_get(f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr})))
+    assert got["status"] == "success", got
+    return got["data"]["result"]
+
+
+def _every_panel_returns_data(base: str) -> None:
+    # counters need two scrapes for increase(); wait until the last panel query has data
+    _wait(lambda: _query(base, "sum by (lane) (increase(agentscope_tasks_total[1h]))"),
+          timeout=60)
+    empty = []
+    for uid in grafana.DASHBOARDS:
+        for title, expr in grafana.queries(grafana.to_json(grafana.build(uid))):
+            result = _query(base, expr)
+            values = [r["value"][1] for r in result]
+            if not result or all(v == "NaN" for v in values):
+                empty.append(f"{uid}: {title}: {expr}")
+    assert not empty, "panels without data:\n" + "\n".join(empty)
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus (.ci/run installs it)")
+def test_a_real_prometheus_scrapes_serve_and_every_panel_has_data(trace_dir, tmp_path):
+    serve = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "serve", str(trace_dir),
+                              "--port", "0", "--refresh", "1"],
+                             stderr=subprocess.PIPE, text=True)
+    prom = None
+    try:
+        line = serve.stderr.readline()
+        assert "serving metrics of" in line and "127.0.0.1:" in line, line
+        endpoint = line.strip().rsplit("http://", 1)[1].split("/")[0]
+        text = _get(f"http://{endpoint}/metrics").decode()
+        assert "agentscope_tasks_total{" in text
+        prom, base = _prometheus(tmp_path, endpoint, "agentscope")
+        _wait(lambda: _query(base, 'up{job="agentscope"} == 1'), timeout=60)
+        _every_panel_returns_data(base)
+    finally:
+        for p in (prom, serve):
+            if p is not None:
+                p.terminate()
+                p.wait(10)
+
+
+@pytest.mark.skipif(PROMETHEUS is None or PUSHGATEWAY is None,
+                    reason="needs Debian's prometheus and prometheus-pushgateway")
+def test_analyze_pushes_to_a_real_pushgateway_and_every_panel_has_data(trace_dir, tmp_path):
+    port = _free_port()
+    gateway = subprocess.Popen([PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{port}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prom = None
+    try:
+        _wait(lambda: _get(f"http://127.0.0.1:{port}/-/ready"))
+        result = subprocess.run(
+            [sys.executable, "-m", "agentscope.cli", "analyze", str(trace_dir), "--db",
+             str(tmp_path / "db.duckdb"), "--push-gateway", f"http://127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert "pushed the analysis" in result.stderr
+        assert b'agentscope_tasks_total{' in _get(f"http://127.0.0.1:{port}/metrics")
+        prom, base = _prometheus(tmp_path, f"127.0.0.1:{port}", "pushgateway", honor=True)
+        _wait(lambda: _query(base, 'agentscope_tasks_total{job="agentscope"}'), timeout=60)
+        _every_panel_returns_data(base)
+    finally:
+        for p in (prom, gateway):
+            if p is not None:
+                p.terminate()
+                p.wait(10)
+
+
+def test_a_push_to_nowhere_is_an_error_after_the_report(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", "analyze", str(SCENARIO), "--db",
+         str(tmp_path / "db.duckdb"), "--push-gateway", f"http://127.0.0.1:{_free_port()}"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "could not push" in result.stderr
+    assert "tasks" in result.stdout  # the report was still printed
