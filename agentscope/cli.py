@@ -551,6 +551,51 @@ def export_grafana(out: str) -> None:
         click.echo(str(path))
 
 
+@export.command("otlp-metrics")
+@click.argument("trace_dir", type=click.Path(file_okay=False, exists=True, path_type=str))
+@click.option("--endpoint", default=None, metavar="URL",
+              help="OTLP/HTTP metrics endpoint [default: $OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, "
+                   "else $OTEL_EXPORTER_OTLP_ENDPOINT/v1/metrics, else "
+                   "http://localhost:4318/v1/metrics].")
+@click.option("--header", "headers", multiple=True, metavar="KEY=VALUE",
+              help="An HTTP header to send (repeatable), e.g. an API key.")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="DuckDB file to use [default: TRACE_DIR/.agentscope/agentscope.duckdb].")
+def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
+                        db: "str | None") -> None:
+    """Analyse TRACE_DIR and send its metrics once over OTLP/HTTP (protobuf).
+
+    The same values as `agentscope serve`, under OpenTelemetry names (agentscope.tasks,
+    agentscope.task.duration, agentscope.critical_path, system.cpu.utilization, ...)."""
+    import os
+
+    from .exporters.otlp_metrics import request, send
+
+    if endpoint is None:
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or (
+            os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/metrics"
+            if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else
+            "http://localhost:4318/v1/metrics")
+    extra = {}
+    for h in headers:
+        key, sep, value = h.partition("=")
+        if not sep:
+            raise click.UsageError(f"--header wants KEY=VALUE, not {h!r}")
+        extra[key.strip()] = value.strip()
+    with _analysed(trace_dir, db) as (store, _, analysis, _problems):
+        req = request(analysis, store.con)
+    points = sum(len(getattr(m, m.WhichOneof("data")).data_points)
+                 for m in req.resource_metrics[0].scope_metrics[0].metrics)
+    try:
+        status = send(endpoint, req, headers=extra)
+    except Exception as e:
+        click.echo(f"agentscope export otlp-metrics: could not send to {endpoint}: {e}",
+                   err=True)
+        sys.exit(1)
+    click.echo(f"sent {len(req.resource_metrics[0].scope_metrics[0].metrics)} metrics "
+               f"({points} points) to {endpoint}: HTTP {status}", err=True)
+
+
 @main.group()
 def scenarios() -> None:
     """Labelled scenarios: agents whose bottleneck is known, to check the verdicts.

@@ -240,3 +240,61 @@ def test_a_push_to_nowhere_is_an_error_after_the_report(tmp_path):
     assert result.returncode == 1
     assert "could not push" in result.stderr
     assert "tasks" in result.stdout  # the report was still printed
+
+
+def test_otlp_metrics_are_sent_as_protobuf_with_opentelemetry_names(trace_dir):
+    """A local OTLP/HTTP receiver gets one ExportMetricsServiceRequest: the analysis's and the
+    sampler's metrics under their OpenTelemetry names, values equal to the Prometheus ones."""
+    import http.server
+    import threading
+
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import \
+        ExportMetricsServiceRequest
+
+    got = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append((self.path, self.headers["Content-Type"], self.headers.get("X-Key"),
+                        body))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_port}/v1/metrics"
+        result = CliRunner().invoke(main, ["export", "otlp-metrics", str(trace_dir),
+                                           "--endpoint", url, "--header", "X-Key=secret",
+                                           "--db", str(trace_dir.parent / "otlp.duckdb")])
+        assert result.exit_code == 0, result.output
+    finally:
+        httpd.shutdown()
+    (path, ctype, key, body), = got
+    assert path == "/v1/metrics" and ctype == "application/x-protobuf" and key == "secret"
+    req = ExportMetricsServiceRequest.FromString(body)
+    metrics = {m.name: m for m in req.resource_metrics[0].scope_metrics[0].metrics}
+    tasks = metrics["agentscope.tasks"]
+    assert tasks.unit == "{task}" and tasks.sum.is_monotonic
+    assert sum(p.as_double for p in tasks.sum.data_points) == 3
+    hist = metrics["agentscope.task.duration"].histogram.data_points
+    assert sum(p.count for p in hist) == 3
+    for p in hist:
+        assert sum(p.bucket_counts) == p.count and len(p.bucket_counts) == len(
+            p.explicit_bounds) + 1
+    assert metrics["hw.gpu.utilization"].unit == "1"
+    assert metrics["system.memory.usage"].unit == "By"
+    assert {kv.key for kv in metrics["agentscope.critical_path"].sum.data_points[0].attributes} \
+        == {"class", "lane", "task"}
+
+
+def test_otlp_metrics_to_nowhere_fails_clearly(trace_dir):
+    result = CliRunner().invoke(main, ["export", "otlp-metrics", str(trace_dir), "--endpoint",
+                                       f"http://127.0.0.1:{_free_port()}/v1/metrics", "--db",
+                                       str(trace_dir.parent / "otlp2.duckdb")])
+    assert result.exit_code == 1 and "could not send" in result.output

@@ -1,0 +1,111 @@
+"""The metrics of exporters/prometheus.py sent over OTLP/HTTP (protobuf), for an
+OpenTelemetry Collector or any OTLP metrics backend: ``agentscope export otlp-metrics``.
+
+The same values as the Prometheus endpoint, under OpenTelemetry names (dotted, the unit in
+``unit``): ``agentscope.tasks`` ({task}, a cumulative sum), ``agentscope.task.duration`` (s, an
+explicit-bucket histogram), ``agentscope.critical_path`` (s), ... and the sampler's own names
+(``system.cpu.utilization``, ``hw.gpu.utilization``, ...). A Collector's Prometheus exporter
+maps them back to the names ``agentscope serve`` uses (``agentscope_tasks_total``,
+``hw_gpu_utilization_ratio``).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from typing import Any
+
+from .prometheus import SAMPLED, analysis_metrics, sampled_metrics
+
+# Prometheus family name -> (OpenTelemetry name, unit)
+OTEL_NAMES = {
+    "agentscope_tasks": ("agentscope.tasks", "{task}"),
+    "agentscope_task_duration_seconds": ("agentscope.task.duration", "s"),
+    "agentscope_critical_path_seconds": ("agentscope.critical_path", "s"),
+    "agentscope_orchestration_seconds": ("agentscope.orchestration", "s"),
+    "agentscope_critical_path_stage_seconds": ("agentscope.critical_path.stage", "s"),
+    "agentscope_orchestration_ratio": ("agentscope.orchestration.ratio", "1"),
+    "agentscope_gpu_busy_ratio": ("agentscope.gpu.busy", "1"),
+    "agentscope_gpu_idle_ratio": ("agentscope.gpu.idle", "1"),
+    "agentscope_gpu_idle_attribution_ratio": ("agentscope.gpu.idle.attribution", "1"),
+}
+_UNITS = {"_ratio": "1", "_bytes": "By", "_bytes_per_second": "By/s", "_watts": "W",
+          "_megahertz": "MHz", "_per_second": "/s", "_cores": "{cpu}", "_threads": "{thread}"}
+for _otel, (_prom, _) in SAMPLED.items():
+    _unit = next((u for suffix, u in sorted(_UNITS.items(), key=lambda kv: -len(kv[0]))
+                  if _prom.endswith(suffix)), "1")
+    OTEL_NAMES[_prom] = (_otel, _unit)
+
+
+def request(analysis: Any, con: Any = None, service: str = "agentscope") -> Any:
+    """An ``ExportMetricsServiceRequest`` with the metrics of ``analysis`` (and the latest
+    samples in ``con``)."""
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import \
+        ExportMetricsServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.metrics.v1 import metrics_pb2 as pb
+
+    from .. import __version__
+
+    now = time.time_ns()
+    families = analysis_metrics(analysis) + (sampled_metrics(con) if con is not None else [])
+    req = ExportMetricsServiceRequest()
+    rm = req.resource_metrics.add()
+    rm.resource.attributes.append(KeyValue(key="service.name",
+                                           value=AnyValue(string_value=service)))
+    sm = rm.scope_metrics.add()
+    sm.scope.name, sm.scope.version = "agentscope", __version__
+
+    def attrs(point: Any, labels: dict) -> None:
+        for k, v in sorted(labels.items()):
+            if k != "le" and v != "":
+                point.attributes.append(KeyValue(key=k, value=AnyValue(string_value=str(v))))
+
+    for fam in families:
+        name, unit = OTEL_NAMES.get(fam.name, (fam.name, "1"))
+        m = sm.metrics.add(name=name, description=fam.documentation, unit=unit)
+        if fam.type == "counter":
+            m.sum.aggregation_temporality = pb.AGGREGATION_TEMPORALITY_CUMULATIVE
+            m.sum.is_monotonic = True
+            for s in fam.samples:
+                if s.name.endswith("_total"):
+                    p = m.sum.data_points.add(time_unix_nano=now, as_double=s.value)
+                    attrs(p, s.labels)
+        elif fam.type == "histogram":
+            m.histogram.aggregation_temporality = pb.AGGREGATION_TEMPORALITY_CUMULATIVE
+            series: dict = {}
+            for s in fam.samples:
+                key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
+                d = series.setdefault(key, {"buckets": [], "sum": 0.0, "count": 0})
+                if s.name.endswith("_bucket"):
+                    d["buckets"].append((float(s.labels["le"]), s.value))
+                elif s.name.endswith("_sum"):
+                    d["sum"] = s.value
+                elif s.name.endswith("_count"):
+                    d["count"] = int(s.value)
+            for key, d in series.items():
+                cumulative = sorted(d["buckets"])
+                bounds = [b for b, _ in cumulative if b != float("inf")]
+                counts, prev = [], 0.0
+                for _, c in cumulative:  # cumulative (le) counts -> per-bucket counts
+                    counts.append(int(c - prev))
+                    prev = c
+                p = m.histogram.data_points.add(time_unix_nano=now, count=d["count"],
+                                                sum=d["sum"], explicit_bounds=bounds,
+                                                bucket_counts=counts)
+                attrs(p, dict(key))
+        else:
+            for s in fam.samples:
+                p = m.gauge.data_points.add(time_unix_nano=now, as_double=s.value)
+                attrs(p, s.labels)
+    return req
+
+
+def send(endpoint: str, req: Any, timeout: float = 30, headers: "dict | None" = None) -> int:
+    """POST ``req`` to an OTLP/HTTP metrics endpoint (``.../v1/metrics``); returns the HTTP
+    status (raises on a failure)."""
+    body = req.SerializeToString()
+    r = urllib.request.Request(endpoint, body, {"Content-Type": "application/x-protobuf",
+                                                **(headers or {})}, method="POST")
+    with urllib.request.urlopen(r, timeout=timeout) as resp:
+        return resp.status
