@@ -298,3 +298,23 @@ def test_otlp_metrics_to_nowhere_fails_clearly(trace_dir):
                                        f"http://127.0.0.1:{_free_port()}/v1/metrics", "--db",
                                        str(trace_dir.parent / "otlp2.duckdb")])
     assert result.exit_code == 1 and "could not send" in result.output
+
+
+def test_serve_picks_up_what_was_appended(trace_dir, tmp_path):
+    """The collector analyses again at a scrape when files changed (and --refresh passed)."""
+    from agentscope.exporters.prometheus import TraceDirCollector
+
+    d = tmp_path / "growing"
+    shutil.copytree(trace_dir, d, ignore=shutil.ignore_patterns(".agentscope", "*.duckdb"))
+    collector = TraceDirCollector(str(d), str(tmp_path / "db.duckdb"), refresh_s=0.0)
+
+    def tasks():
+        fam = next(f for f in collector.collect() if f.name == "agentscope_tasks")
+        return sum(s.value for s in fam.samples)
+
+    assert tasks() == 3 and collector.refreshes == 1
+    assert tasks() == 3 and collector.refreshes == 1  # nothing new: not analysed again
+    other = REPO / "sample_traces" / "io" / "io-db"
+    for f in other.glob("spans-*.jsonl"):
+        shutil.copy(f, d / f.name)
+    assert tasks() == 5 and collector.refreshes == 2

@@ -1,0 +1,79 @@
+"""What a Prometheus scrape of `agentscope serve` costs.
+
+Generates a trace directory (benchmarks/gen_traces.py), then times, in the same run:
+
+* the baseline: loading and analysing it as `agentscope analyze` does (store + analysis);
+* a scrape that finds new data: the collector loads what was appended and analyses again,
+  then the exposition text is written (what Prometheus waits for);
+* a scrape that finds nothing new (the cached metrics, written again);
+* the exposition's size.
+
+    python benchmarks/metrics_scrape.py [--tasks 10000] [--spans-per-task 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gen_traces import write_spanfiles  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tasks", type=int, default=10000)
+    p.add_argument("--spans-per-task", type=int, default=100)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from agentscope.analyzers.pipeline import analyze_store
+    from agentscope.exporters.prometheus import TraceDirCollector
+    from agentscope.store.duckdb_store import Store
+
+    root = Path(tempfile.mkdtemp(prefix="scrape-"))
+    try:
+        spans = write_spanfiles(root / "traces", args.tasks,
+                                spans_per_task=args.spans_per_task)
+        base, fresh, cached = [], [], []
+        size = 0
+        for i in range(args.repeat):
+            db = root / f"base-{i}.duckdb"
+            t = time.perf_counter()
+            with Store(db) as store:
+                store.load(root / "traces")
+                analyze_store(store)
+            base.append(time.perf_counter() - t)
+            collector = TraceDirCollector(str(root / "traces"), str(root / f"serve-{i}.duckdb"),
+                                          refresh_s=0.0)
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(collector)
+            t = time.perf_counter()
+            text = generate_latest(registry)  # first scrape: load, analyse, expose
+            fresh.append(time.perf_counter() - t)
+            collector.refresh_s = 3600.0  # the next scrapes find nothing new
+            t = time.perf_counter()
+            text = generate_latest(registry)
+            cached.append(time.perf_counter() - t)
+            size = len(text)
+        b, f, c = (statistics.median(x) for x in (base, fresh, cached))
+        print(f"metrics scrape of {args.tasks} tasks ({spans} spans), median of {args.repeat}")
+        print(f"baseline, load + analyse (as agentscope analyze): {b:6.2f} s")
+        print(f"scrape with new data (load, analyse, expose):      {f:6.2f} s  ({f / b:.2f}x the "
+              "baseline)")
+        print(f"scrape with nothing new (cached, expose):          {c * 1e3:6.1f} ms")
+        print(f"exposition: {size / 1e3:.0f} kB")
+        return 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
