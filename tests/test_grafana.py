@@ -318,3 +318,21 @@ def test_serve_picks_up_what_was_appended(trace_dir, tmp_path):
     for f in other.glob("spans-*.jsonl"):
         shutil.copy(f, d / f.name)
     assert tasks() == 5 and collector.refreshes == 2
+
+
+def test_serve_keeps_serving_the_last_result_when_an_analysis_fails(trace_dir, tmp_path,
+                                                                     monkeypatch):
+    from agentscope.exporters.prometheus import TraceDirCollector
+
+    collector = TraceDirCollector(str(trace_dir), str(tmp_path / "db.duckdb"), refresh_s=0.0)
+    first = {f.name for f in collector.collect()}
+    assert "agentscope_tasks" in first
+
+    def locked():
+        raise OSError("Could not set lock on file")
+
+    monkeypatch.setattr(collector, "refresh", locked)
+    monkeypatch.setattr(collector, "_seen", None)  # as if files changed
+    again = {f.name: f for f in collector.collect()}
+    assert set(again) == first  # the last good result
+    assert again["agentscope_refresh_failures"].samples[0].value == 1

@@ -81,7 +81,8 @@ ANALYSIS_NAMES = (
     "agentscope_critical_path_seconds_total", "agentscope_orchestration_seconds_total",
     "agentscope_critical_path_stage_seconds_total", "agentscope_orchestration_ratio",
     "agentscope_gpu_busy_ratio", "agentscope_gpu_idle_ratio",
-    "agentscope_gpu_idle_attribution_ratio", "agentscope_last_refresh_timestamp_seconds")
+    "agentscope_gpu_idle_attribution_ratio", "agentscope_last_refresh_timestamp_seconds",
+    "agentscope_refresh_failures_total")
 
 
 def exported_names() -> set:
@@ -218,6 +219,7 @@ class TraceDirCollector:
         self._seen: Optional[tuple] = None
         self._metrics: list = []
         self.refreshes = 0
+        self.failures = 0  # refreshes that raised: the last good result is served meanwhile
 
     def _state(self) -> tuple:
         from ..store.duckdb_store import Store
@@ -246,13 +248,24 @@ class TraceDirCollector:
         with self._lock:
             now = time.monotonic()
             if not self._metrics or now - self._at >= self.refresh_s:
-                state = self._state()
-                if state != self._seen or not self._metrics:
-                    self.refresh()
-                    self._seen = state
                 self._at = now
+                try:
+                    state = self._state()
+                    if state != self._seen or not self._metrics:
+                        self.refresh()
+                        self._seen = state
+                except Exception as e:  # a locked store, a vanished file: keep serving
+                    self.failures += 1
+                    from .._log import log_once
+
+                    log_once(f"serve:{type(e).__name__}", "agentscope serve: could not "
+                             "analyse %s again (%r); serving the last result", self.trace_dir,
+                             e)
             metrics = list(self._metrics)
-        return iter(metrics)
+        failed = _families()[0]("agentscope_refresh_failures", "Times serve could not load "
+                                "and analyse the trace directory again")
+        failed.add_metric([], self.failures)
+        return iter(metrics + [failed])
 
 
 class _Fixed:
