@@ -57,14 +57,14 @@ def _wait(what, timeout: float = 30, every: float = 0.2):
 
 @pytest.fixture(scope="module")
 def trace_dir(tmp_path_factory):
-    """A recorded scenario (queue-behind-batch: spans and host counters from the sample
-    traces) plus a GPU and a model server's counters over the same minutes. No GPU and no
-    vLLM exist here: those two series are written for this test (busy, then idle; a queue),
-    in the collectors' own sample format, so that every panel has something to show."""
+    """The sample traces (40 tasks, with host counters) plus a GPU and a model server's
+    counters over the minutes of one of them (queue-behind-batch). No GPU and no vLLM exist
+    here: those two series are written for this test (busy, then idle; a queue), in the
+    collectors' own sample format, so that every panel has something to show."""
     d = tmp_path_factory.mktemp("served") / "trace"
-    shutil.copytree(SCENARIO, d, ignore=shutil.ignore_patterns(".agentscope"))
+    shutil.copytree(REPO / "sample_traces", d, ignore=shutil.ignore_patterns(".agentscope"))
     first = last = None
-    for path in d.glob("spans-*.jsonl"):
+    for path in SCENARIO.glob("spans-*.jsonl"):
         for line in path.read_text().splitlines():
             span = json.loads(line)
             first = span["start_ns"] if first is None else min(first, span["start_ns"])
@@ -142,7 +142,7 @@ def test_metrics_follow_prometheus_naming_and_carry_the_analysis(trace_dir):
     for name in samples:
         assert name == name.lower() and "." not in name
     tasks = families["agentscope_tasks"].samples
-    assert sum(s.value for s in tasks) == len(analysis.tasks) == 3
+    assert sum(s.value for s in tasks) == len(analysis.tasks) == 40
     assert {s.labels["bottleneck"] for s in tasks} == {t.bottleneck for t in analysis.tasks}
     # critical-path seconds add up to the tasks' durations
     path = sum(s.value for s in families["agentscope_critical_path_seconds"].samples)
@@ -281,9 +281,9 @@ def test_otlp_metrics_are_sent_as_protobuf_with_opentelemetry_names(trace_dir):
     metrics = {m.name: m for m in req.resource_metrics[0].scope_metrics[0].metrics}
     tasks = metrics["agentscope.tasks"]
     assert tasks.unit == "{task}" and tasks.sum.is_monotonic
-    assert sum(p.as_double for p in tasks.sum.data_points) == 3
+    assert sum(p.as_double for p in tasks.sum.data_points) == 40
     hist = metrics["agentscope.task.duration"].histogram.data_points
-    assert sum(p.count for p in hist) == 3
+    assert sum(p.count for p in hist) == 40
     for p in hist:
         assert sum(p.bucket_counts) == p.count and len(p.bucket_counts) == len(
             p.explicit_bounds) + 1
@@ -305,7 +305,7 @@ def test_serve_picks_up_what_was_appended(trace_dir, tmp_path):
     from agentscope.exporters.prometheus import TraceDirCollector
 
     d = tmp_path / "growing"
-    shutil.copytree(trace_dir, d, ignore=shutil.ignore_patterns(".agentscope", "*.duckdb"))
+    shutil.copytree(SCENARIO, d, ignore=shutil.ignore_patterns(".agentscope", "*.duckdb"))
     collector = TraceDirCollector(str(d), str(tmp_path / "db.duckdb"), refresh_s=0.0)
 
     def tasks():
