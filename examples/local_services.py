@@ -20,31 +20,14 @@ import random
 import threading
 import time
 import urllib.parse
-import urllib.request
 
 from opentelemetry import context as otel_context
-from opentelemetry import propagate
 
 import agentscope
-
-
-def _extract(headers) -> object:
-    return propagate.extract({k.lower(): v for k, v in headers.items()})
-
-
-class _JSONHandler(http.server.BaseHTTPRequestHandler):
-    """Replies with JSON and keeps the console quiet."""
-
-    def reply_json(self, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+# the JSON handler and the clients that pass the current span's traceparent are the scenario
+# services' (get_json and post_json are imported from here by agent.py)
+from agentscope.scenarios.services import (JSONHandler, extract_context, get_json,  # noqa: F401
+                                           post_json)
 
 
 class ModelServer:
@@ -69,9 +52,9 @@ class ModelServer:
     def _handler(self):
         server = self
 
-        class Handler(_JSONHandler):
+        class Handler(JSONHandler):
             def do_POST(self):  # noqa: N802
-                token = otel_context.attach(_extract(self.headers))
+                token = otel_context.attach(extract_context(self.headers))
                 try:
                     body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                     queued = time.perf_counter()
@@ -104,7 +87,7 @@ class SearchAPI:
     def _handler(self):
         api = self
 
-        class Handler(_JSONHandler):
+        class Handler(JSONHandler):
             def do_GET(self):  # noqa: N802
                 query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
                 time.sleep(api.delay_s)
@@ -122,21 +105,6 @@ def stop(*servers) -> None:
     for s in servers:
         s.httpd.shutdown()
         s.httpd.server_close()
-
-
-def post_json(url: str, payload: dict, timeout: float = 60) -> dict:
-    headers = {"Content-Type": "application/json"}
-    propagate.inject(headers)  # traceparent of the current span
-    req = urllib.request.Request(url, json.dumps(payload).encode(), headers)
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.load(resp)
-
-
-def get_json(url: str, timeout: float = 60) -> dict:
-    headers: dict = {}
-    propagate.inject(headers)
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
-        return json.load(r)
 
 
 class ModelServerProcess:

@@ -164,6 +164,13 @@ def _prometheus(tmp_path: Path, target: str, job: str, honor: bool = False):
     return proc, f"http://127.0.0.1:{port}"
 
 
+def _stop(*procs) -> None:
+    for p in procs:
+        if p is not None:
+            p.terminate()
+            p.wait(10)
+
+
 def _query(base: str, expr: str) -> list:
     got = json.loads(_get(f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr})))
     assert got["status"] == "success", got
@@ -200,10 +207,7 @@ def test_a_real_prometheus_scrapes_serve_and_every_panel_has_data(trace_dir, tmp
         _wait(lambda: _query(base, 'up{job="agentscope"} == 1'), timeout=60)
         _every_panel_returns_data(base)
     finally:
-        for p in (prom, serve):
-            if p is not None:
-                p.terminate()
-                p.wait(10)
+        _stop(prom, serve)
 
 
 @pytest.mark.skipif(PROMETHEUS is None or PUSHGATEWAY is None,
@@ -226,10 +230,7 @@ def test_analyze_pushes_to_a_real_pushgateway_and_every_panel_has_data(trace_dir
         _wait(lambda: _query(base, 'agentscope_tasks_total{job="agentscope"}'), timeout=60)
         _every_panel_returns_data(base)
     finally:
-        for p in (prom, gateway):
-            if p is not None:
-                p.terminate()
-                p.wait(10)
+        _stop(prom, gateway)
 
 
 def test_a_push_to_nowhere_is_an_error_after_the_report(tmp_path):

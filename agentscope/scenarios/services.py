@@ -10,8 +10,9 @@
   that may really have spent its time queued. It writes its own truth (slot wait, compute).
 * ``lock-db PATH SECONDS``: holds an exclusive lock on a SQLite database for that long, like
   a migration or a long writer: readers wait on the database.
-* ``fetch URL``: a command-line client (think ``curl`` or ``git fetch``) that waits on the
-  network stand-in.
+
+The JSON handler and the ``get_json``/``post_json`` clients (which pass the current span's
+``traceparent``) serve examples/local_services.py too.
 
 ``python -m agentscope.scenarios.services NAME ...`` runs one; :class:`Service` starts one and
 reads the URL it prints.
@@ -28,7 +29,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from typing import Optional
+from typing import Any, Optional
 
 
 class Service:
@@ -59,6 +60,13 @@ class Service:
         self.stop()
 
 
+def extract_context(headers: Any) -> Any:
+    """The trace context an HTTP request's headers carry (W3C ``traceparent``)."""
+    from opentelemetry import propagate
+
+    return propagate.extract({k.lower(): v for k, v in headers.items()})
+
+
 def get_json(url: str, timeout: float = 60) -> dict:
     """GET with the current span's ``traceparent``."""
     from opentelemetry import propagate
@@ -70,7 +78,8 @@ def get_json(url: str, timeout: float = 60) -> dict:
         return json.load(r)
 
 
-def post_json(url: str, payload: dict, timeout: float = 120) -> dict:
+def post_json(url: str, payload: dict, timeout: float = 60) -> dict:
+    """POST JSON with the current span's ``traceparent``."""
     from opentelemetry import propagate
 
     headers = {"Content-Type": "application/json"}
@@ -80,8 +89,10 @@ def post_json(url: str, payload: dict, timeout: float = 120) -> dict:
         return json.load(r)
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def reply(self, payload: dict) -> None:
+class JSONHandler(http.server.BaseHTTPRequestHandler):
+    """Replies with JSON and keeps the console quiet."""
+
+    def reply_json(self, payload: dict) -> None:
         body = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -112,12 +123,12 @@ def _serve(handler: type) -> None:
 
 
 def slow_api() -> None:
-    class Handler(_Handler):
+    class Handler(JSONHandler):
         def do_GET(self) -> None:  # noqa: N802
             q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
             seconds = float(q.get("s", ["0.25"])[0])
             time.sleep(seconds)
-            self.reply({"waited_s": seconds})
+            self.reply_json({"waited_s": seconds})
 
     _serve(Handler)
 
@@ -143,7 +154,6 @@ class Model:
 
 def model_server(slots: int) -> None:
     from opentelemetry import context as otel_context
-    from opentelemetry import propagate
 
     import agentscope
 
@@ -158,14 +168,13 @@ def model_server(slots: int) -> None:
     per_token_s = (time.perf_counter() - t0) / 200
     slot = threading.Semaphore(slots)
 
-    class Handler(_Handler):
+    class Handler(JSONHandler):
         def do_GET(self) -> None:  # noqa: N802
-            self.reply({"per_token_s": per_token_s, "slots": slots})
+            self.reply_json({"per_token_s": per_token_s, "slots": slots})
 
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            token = otel_context.attach(propagate.extract(
-                {k.lower(): v for k, v in self.headers.items()}))
+            token = otel_context.attach(extract_context(self.headers))
             try:
                 # one span per request, as vLLM's: it covers the wait for a slot too, and
                 # says how long that was in gen_ai.latency.time_in_queue
@@ -184,7 +193,7 @@ def model_server(slots: int) -> None:
                 rec.span(span, {"queue": t1 - t0, "cpu": t2 - t1})
             finally:
                 otel_context.detach(token)
-            self.reply({"queue_s": t1 - t0, "compute_s": t2 - t1})
+            self.reply_json({"queue_s": t1 - t0, "compute_s": t2 - t1})
 
     try:
         _serve(Handler)
@@ -205,11 +214,6 @@ def lock_db(path: str, seconds: float) -> None:
     con.close()
 
 
-def fetch(url: str) -> None:
-    with urllib.request.urlopen(url, timeout=60) as r:
-        r.read()
-
-
 def main(argv: "list[str] | None" = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     what = args[0] if args else ""
@@ -219,11 +223,9 @@ def main(argv: "list[str] | None" = None) -> None:
         model_server(int(args[1]) if len(args) > 1 else 1)
     elif what == "lock-db":
         lock_db(args[1], float(args[2]))
-    elif what == "fetch":
-        fetch(args[1])
     else:
         sys.exit("usage: python -m agentscope.scenarios.services "
-                 "slow-api | model-server [SLOTS] | lock-db PATH SECONDS | fetch URL")
+                 "slow-api | model-server [SLOTS] | lock-db PATH SECONDS")
 
 
 if __name__ == "__main__":
