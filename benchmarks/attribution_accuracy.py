@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 from agentscope.analyzers.evidence import CLASSES
-from agentscope.scenarios import GPU_MISSING, UNAVAILABLE, catalogue, describe, run, score
+from agentscope.scenarios import GPU_MISSING, UNAVAILABLE, catalogue, describe, run
+from agentscope.scenarios.truth import scores
 
 TASKS_RIGHT, TIME_RIGHT, RECALL = 0.95, 0.90, 0.90
 
@@ -72,16 +73,14 @@ def main() -> int:
             print("FAILED to record: " + ", ".join(failed))
         print(GPU_MISSING)
         for load in loads:
-            got = score(root / f"load-{load}")
-            base = score(root / f"load-{load}", labels_only=True)
+            got, base = scores(root / f"load-{load}")
             print(f"\n=== load {load} ===")
             print(describe(got), end="")
             print(f"baseline (stage labels alone, same paths): tasks {base.task_accuracy:.1%}, "
                   f"time {base.time_accuracy:.1%}")
             figures["per_load"][load] = {"evidence": got.to_json(),
                                          "labels_only": base.to_json()}
-        got = score(root)
-        base = score(root, labels_only=True)
+        got, base = scores(root)
         print("\n=== all load levels ===")
         print(describe(got), end="")
         recall = got.recall()

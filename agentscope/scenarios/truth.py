@@ -202,6 +202,13 @@ def score(trace_dir: "str | os.PathLike[str]", db: "str | os.PathLike[str] | Non
     labels alone would say of the same critical paths (each section the usual class of its
     owner's stage, :data:`LABEL_CLASS`; an inference ``gpu``): the baseline the evidence
     has to beat."""
+    evidence, labels = scores(trace_dir, db)
+    return labels if labels_only else evidence
+
+
+def scores(trace_dir: "str | os.PathLike[str]",
+           db: "str | os.PathLike[str] | None" = None) -> tuple:
+    """(the analysis's score, the labels-only baseline's) from one load and analysis."""
     from ..analyzers.pipeline import analyze_store
     from ..store.duckdb_store import Store
 
@@ -222,18 +229,18 @@ def score(trace_dir: "str | os.PathLike[str]", db: "str | os.PathLike[str] | Non
         store.close()
     tasks = [(t.trace_id, t.name, t.start_ns, t.bottleneck, t.confidence, dict(t.shares))
              for t in analysis.tasks]
-    if labels_only:
-        sections = [(t, s, n, st, d, *[1.0 if LABEL_CLASS.get(st or "", "io") == c else 0.0
-                                       for c in CLASSES])
-                    for t, s, n, st, d, *_ in sections]
-        per: dict = {}
-        for t, _, _, _, d, *shares in sections:
-            acc = per.setdefault(t, [0.0] * len(CLASSES))
-            for k, v in enumerate(shares):
-                acc[k] += d * v
-        tasks = [(tid, name, start, _top(per.get(tid)), 0.0,
-                  _fractions(per.get(tid))) for tid, name, start, *_ in tasks]
-    return _score(tasks, truths, span_truth, parents, sections)
+    label_sections = [(t, s, n, st, d, *[1.0 if LABEL_CLASS.get(st or "", "io") == c else 0.0
+                                         for c in CLASSES])
+                      for t, s, n, st, d, *_ in sections]
+    per: dict = {}
+    for t, _, _, _, d, *shares in label_sections:
+        acc = per.setdefault(t, [0.0] * len(CLASSES))
+        for k, v in enumerate(shares):
+            acc[k] += d * v
+    label_tasks = [(tid, name, start, _top(per.get(tid)), 0.0, _fractions(per.get(tid)))
+                   for tid, name, start, *_ in tasks]
+    return (_score(tasks, truths, span_truth, parents, sections),
+            _score(label_tasks, truths, span_truth, parents, label_sections))
 
 
 def _top(seconds: "list | None") -> str:
