@@ -15,7 +15,12 @@ Instrument an agent::
     with agentscope.stage("context"):
         prompt = build_prompt()
 
-See README.md and docs/instrumentation.md.
+Analyse what it recorded::
+
+    a = agentscope.analyze("traces/")     # an agentscope.analysis.Analysis
+    a.tasks                               # pandas DataFrame, one row per task
+
+See README.md, docs/instrumentation.md and docs/analysis.md.
 """
 
 from ._version import __version__
@@ -24,6 +29,16 @@ from .capture import (Runtime, annotate, current_span, flush, init, shutdown, st
 from .vocab import Lane, Resource, Stage
 
 __all__ = [
-    "Lane", "Resource", "Runtime", "Stage", "__version__", "annotate", "current_span", "flush",
-    "init", "shutdown", "stage", "task", "trace_env", "wrap",
+    "Analysis", "Lane", "Resource", "Runtime", "Stage", "__version__", "analyze", "annotate",
+    "current_span", "flush", "init", "shutdown", "stage", "task", "trace_env", "wrap",
 ]
+
+
+def __getattr__(name: str):
+    # the analysis (DuckDB, numpy, pandas) is imported on first use, not by an agent that
+    # only records spans
+    if name in ("analyze", "Analysis"):
+        from . import analysis
+
+        return getattr(analysis, name)
+    raise AttributeError(f"module 'agentscope' has no attribute {name!r}")

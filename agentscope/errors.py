@@ -28,3 +28,7 @@ class TraceFormatError(AgentscopeError):
         where = self.path if line is None else f"{self.path}:{line}"
         span = f" (span {span_id})" if span_id else ""
         super().__init__(f"{where}{span}: {reason}")
+
+
+class QueryError(AgentscopeError):
+    """A SQL statement the store could not run (its reason is DuckDB's)."""

@@ -57,7 +57,7 @@ def generate(tasks: int, spans_per_task: int = 100, branches: int = 4, seed: int
 
 def write_spanfiles(directory: Path, tasks: int, files: int = 4, **kw) -> int:
     directory.mkdir(parents=True, exist_ok=True)
-    outs = [open(directory / f"spans-bench-{i}-1.jsonl", "w") for i in range(files)]
+    outs = [open(directory / spanfile.file_name("bench", i, 1), "w") for i in range(files)]
     n = 0
     current, i = None, 0
     for r in generate(tasks, **kw):

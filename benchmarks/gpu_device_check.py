@@ -149,14 +149,7 @@ def main() -> int:
         check(any(r["metric"] == "process.gpu.memory.usage" and r["pid"] == os.getpid()
                   for r in rows), "this process's GPU memory read")
 
-    from agentscope.analyzers.pipeline import analyze_store
-    from agentscope.exporters.json_report import report
-    from agentscope.store.duckdb_store import Store
-
-    with Store(out / ".agentscope" / "agentscope.duckdb") as store:
-        store.load(out)
-        analysis = analyze_store(store)
-        rep = report(analysis)
+    rep = agentscope.analyze(out).to_dict()
     (out / "report.json").write_text(json.dumps(rep, indent=1))
     check(len(rep["tasks"]) == args.tasks, f"{len(rep['tasks'])} tasks analysed")
     by_name: dict = {}

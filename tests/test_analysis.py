@@ -13,9 +13,6 @@ import time
 import pytest
 
 import agentscope
-from agentscope.analyzers.pipeline import analyze_store
-from agentscope.exporters.json_report import report
-from agentscope.store.duckdb_store import Store
 
 BURN = "import time\nt=time.process_time()\nwhile time.process_time()-t<{s}: pass\n"
 
@@ -51,11 +48,9 @@ def analysed(tmp_path_factory):
     finally:
         server.shutdown()
         agentscope.shutdown()
-    with Store(None) as store:
-        load = store.load(d)
-        analysis = analyze_store(store)
-        tasks = {t.name: t for t in analysis.tasks}
-        yield tasks, analysis, store.all_problems(), load, store
+    with agentscope.analyze(d, db=":memory:") as analysis:
+        tasks = {t.name: t for t in analysis.task_results}
+        yield tasks, analysis
 
 
 def _run_scenarios(url):
@@ -102,8 +97,8 @@ def _run_scenarios(url):
 
 
 def test_verdicts_follow_the_evidence(analysed):
-    tasks, _, problems, *_ = analysed
-    assert not problems
+    tasks, analysis = analysed
+    assert not analysis.problems
     expected = {
         "cpu-subprocess-tool": "cpu",
         "io-slow-http": "io",
@@ -138,14 +133,14 @@ def test_shares_and_critical_path_are_consistent(analysed):
         assert segs[0].start_ns == t.start_ns and segs[-1].end_ns == t.start_ns + t.duration_ns
         assert all(a.end_ns == b.start_ns for a, b in zip(segs, segs[1:]))
     s = analysis.summary
-    assert s["tasks"] == len(tasks) == 9
-    assert abs(sum(s["share_of_critical_path"].values()) - 1) < 1e-3
-    assert set(s["bottlenecks"]) <= {"cpu", "io", "queue", "gpu", "memory"}
+    assert s.tasks == len(tasks) == 9
+    assert abs(sum(s.share_of_critical_path.values()) - 1) < 1e-3
+    assert set(s.bottlenecks) <= {"cpu", "io", "queue", "gpu", "memory"}
 
 
 def test_json_report_follows_the_contract(analysed):
-    tasks, analysis, problems, load, _ = analysed
-    doc = report(analysis, problems, load)
+    tasks, analysis = analysed
+    doc = analysis.to_dict()
     assert doc["schema"] == "agentscope.analysis/v1"
     t = next(x for x in doc["tasks"] if x["name"] == "cpu-subprocess-tool")
     assert set(t) >= {"trace_id", "name", "lane", "start", "duration_s", "bottleneck",
@@ -161,12 +156,12 @@ def test_json_report_follows_the_contract(analysed):
 
 
 def test_tasks_and_critical_path_views(analysed):
-    tasks, _, _, _, store = analysed
-    rows = dict(store.query("SELECT name, bottleneck FROM tasks").fetchall())
+    tasks, analysis = analysed
+    rows = dict(analysis.query_rows("SELECT name, bottleneck FROM tasks")[1])
     assert rows["io-slow-http"] == "io" and len(rows) == len(tasks)
-    path = store.query(
+    path = analysis.query_rows(
         "SELECT c.name, c.class, c.start_s, c.end_s FROM critical_path c JOIN tasks USING (trace_id) "
-        "WHERE tasks.name = 'cpu-subprocess-tool' ORDER BY c.seq").fetchall()
+        "WHERE tasks.name = 'cpu-subprocess-tool' ORDER BY c.seq")[1]
     t = tasks["cpu-subprocess-tool"]
     assert [(r[0], r[1]) for r in path] == [(s.name, s.cls) for s in t.segments]
     assert path[0][2] == 0 and abs(path[-1][3] - t.duration_ns / 1e9) < 1e-6

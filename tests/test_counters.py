@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentscope.analyzers.counters import (GPU_UTIL, PSI_CPU, adjust, gpu_idle,
-                                           section_counters, section_counters_sql)
+import agentscope
+from agentscope.analyzers.counters import (GPU_UTIL, METRICS, PSI_CPU, adjust, gpu_summary,
+                                           section_means)
 from agentscope.analyzers.evidence import CLASSES
-from agentscope.analyzers.pipeline import analyze_store
+from agentscope.analyzers.reference import section_means_sql
 from agentscope.formats import samplefile, spanfile
 from agentscope.records import SampleRecord, SpanRecord
 from agentscope.store.duckdb_store import Store
@@ -30,6 +31,11 @@ def _samples(store, rows):
     store.con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, 0)", rows)
 
 
+def section_counters(store, hosts, start, end, pids=None):
+    """The analysis' join: the store's counter series, their means over the sections."""
+    return section_means(store.counter_series(METRICS), hosts, start, end, pids)
+
+
 def test_section_means_are_time_weighted_over_each_interval():
     store = Store()
     # one sample per second; each value covers the second before it
@@ -38,7 +44,7 @@ def test_section_means_are_time_weighted_over_each_interval():
     start = np.array([T0, T0 + S // 2, T0 + 3 * S, T0 + 3 * S + S // 4, T0 - 10 * S, T0])
     end = np.array([T0 + 2 * S, T0 + S, T0 + 4 * S, T0 + 3 * S + S // 2, T0 - 9 * S, T0 + 2 * S])
     hosts = np.array(["h", "h", "h", "h", "h", "other"], dtype=object)
-    got = section_counters(store.con, hosts, start, end)[PSI_CPU]
+    got = section_counters(store, hosts, start, end)[PSI_CPU]
     assert got[0] == pytest.approx(0.5)  # (1.0 * 1 s + 0.0 * 1 s) / 2 s
     assert got[1] == pytest.approx(1.0)  # inside the interval held by the second sample
     assert got[2] == pytest.approx(0.5)
@@ -63,8 +69,8 @@ def test_the_numpy_join_equals_the_sql_reference():
     a = T0 + rng.integers(-5 * S, 65 * S, 2000)
     b = a + rng.integers(0, 10 * S, 2000)
     hosts = rng.choice(np.array(["h1", "h2", "h3", None], dtype=object), 2000)
-    fast = section_counters(store.con, hosts, a, b)
-    ref = section_counters_sql(store.con, hosts, a, b)
+    fast = section_counters(store, hosts, a, b)
+    ref = section_means_sql(store, hosts, a, b)
     assert set(fast) == set(ref) == {PSI_CPU, "system.cpu.run_queue", GPU_UTIL}
     for m in ref:
         np.testing.assert_allclose(fast[m], ref[m], rtol=1e-9, atol=1e-12, equal_nan=True)
@@ -72,7 +78,7 @@ def test_the_numpy_join_equals_the_sql_reference():
 
 def test_no_counters_no_join():
     store = Store()
-    assert section_counters(store.con, np.array(["h"], dtype=object), np.array([T0]),
+    assert section_counters(store, np.array(["h"], dtype=object), np.array([T0]),
                             np.array([T0 + S])) == {}
 
 
@@ -144,19 +150,18 @@ def test_gpu_idle_and_what_the_critical_paths_did_meanwhile(tmp_path):
     (d / "samples-h-2-1-collector.jsonl").write_text("".join(
         samplefile.encode(SampleRecord(T0 + k * S, "h", None, "gpu.nvidia", "gpu0",
                                        "hw.gpu.utilization", v)) for k, v in enumerate(util)))
-    with Store(tmp_path / "db") as store:
-        store.load(d)
-        analysis = analyze_store(store)
-        gpu = analysis.summary["gpu"]["gpu0@h"]
-        assert gpu["idle"] == pytest.approx(0.5) and gpu["busy"] == pytest.approx(0.45)
-        assert gpu["idle_while"] == {"tool cpu": 1.0}
-        task = analysis.tasks[0]
-        assert [s.cls for s in task.segments] == ["cpu", "gpu"]
-        assert "GPU busy 90%" in task.segments[1].evidence
-        assert gpu_idle(store.con) == analysis.summary["gpu"]
+    analysis = agentscope.analyze(d, db=tmp_path / "db")
+    gpu = analysis.summary.gpu["gpu0@h"]
+    assert gpu["idle"] == pytest.approx(0.5) and gpu["busy"] == pytest.approx(0.45)
+    assert gpu["idle_while"] == {"tool cpu": 1.0}
+    task = analysis.task_results[0]
+    assert [s.cls for s in task.segments] == ["cpu", "gpu"]
+    assert "GPU busy 90%" in task.segments[1].evidence
+    with Store(tmp_path / "db", read_only=True) as store:
+        assert gpu_summary(store.gpu_idle()) == analysis.summary.gpu
     from agentscope.exporters.table import markdown
 
-    md = markdown(analysis, [])
+    md = markdown(analysis)
     assert "GPU gpu0@h: busy 45%, idle 50% of 4.0 s" in md and "tool cpu 100%" in md
 
 
@@ -214,7 +219,7 @@ def test_gpu_of_the_serving_process_where_known():
         rows.append((T0 + k * S // 10, "h", None, "gpu.nvidia", "gpu1", GPU_UTIL, 0.02))
     rows.append((T0, "h", 77, "gpu.nvidia", "gpu1", "process.gpu.memory.usage", 4e10))
     _samples(store, rows)
-    got = section_counters(store.con, np.array(["h", "h"], dtype=object),
+    got = section_counters(store, np.array(["h", "h"], dtype=object),
                            np.array([T0 + S // 5] * 2), np.array([T0 + 4 * S // 5] * 2),
                            np.array([77, 5]))[GPU_UTIL]
     assert got[0] == pytest.approx(0.02) and got[1] == pytest.approx(0.97)
@@ -316,7 +321,7 @@ def test_no_gpu_on_the_host_means_a_local_inference_did_not_wait_on_one():
              + [(T0 + k * S, h, None, "host.pressure", None, PSI_CPU, 0.0)
                 for k in range(3) for h in "hg"])
     hosts = np.array(["h", "h", "g", "h"], dtype=object)
-    ev = section_counters(store.con, hosts, np.array([T0, T0, T0, T0 + 5 * S]),
+    ev = section_counters(store, hosts, np.array([T0, T0, T0, T0 + 5 * S]),
                           np.array([T0 + 2 * S] * 3 + [T0 + 6 * S]))
     # the last section is on "h" too, but after its collector's run: not known
     assert ev[NO_GPU].tolist() == [1.0, 1.0, 0.0, 0.0]
@@ -355,7 +360,7 @@ def test_per_process_counters_join_only_that_process():
     store = Store()
     _samples(store, [(T0 + k * S // 10, "h", 41, "python", None, GIL_WAIT, 0.006)
                      for k in range(11)])
-    got = section_counters(store.con, np.array(["h", "h"], dtype=object),
+    got = section_counters(store, np.array(["h", "h"], dtype=object),
                            np.array([T0 + S // 5] * 2), np.array([T0 + 4 * S // 5] * 2),
                            np.array([41, 42]))[GIL_WAIT]
     assert got[0] == pytest.approx(0.006) and np.isnan(got[1])

@@ -246,7 +246,8 @@ def test_walk_many_equals_walk_on_every_trace(lockstep_min):
     entirely in Python (10**9)."""
     import random
 
-    from agentscope.analyzers.critical_path import walk_arrays, walk_many
+    from agentscope.analyzers.critical_path import walk_many
+    from agentscope.analyzers.reference import Buffers, walk_arrays
 
     rng = random.Random(11)
     parent, starts, ends, kinds, bounds = [], [], [], [], []
@@ -268,9 +269,8 @@ def test_walk_many_equals_walk_on_every_trace(lockstep_min):
     many = walk_many(parent, starts, ends, kinds, bounds, lockstep_min=lockstep_min)
     span, start, end = many.span.tolist(), many.start.tolist(), many.end.tolist()
     for t, (lo, hi) in enumerate(bounds):
-        ref = walk_arrays(parent, starts, ends, kinds, lo, hi, buf=None if lo == 0 else
-                          __import__("agentscope.analyzers.critical_path",
-                                     fromlist=["Buffers"]).Buffers(hi))
+        ref = walk_arrays(parent, starts, ends, kinds, lo, hi,
+                          buf=None if lo == 0 else Buffers(hi))
         a, b = many.first[t], many.first[t + 1] if t + 1 < len(bounds) else len(many.span)
         got = list(zip(span[a:b], start[a:b], end[a:b]))
         assert got == ref.sections, (t, parent[lo:hi], starts[lo:hi], ends[lo:hi])

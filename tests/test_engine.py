@@ -1,4 +1,5 @@
-"""The fleet engine (numpy, columnar) gives the same results as the per-trace reference."""
+"""The fleet engine (numpy, columnar) gives the same results as the per-trace reference
+(analyzers/reference.py): the same rules, organised trace by trace."""
 
 from __future__ import annotations
 
@@ -7,39 +8,40 @@ from pathlib import Path
 
 import pytest
 
-from agentscope.analyzers.engine import analyze_columns
+from agentscope.analyzers.engine import analyze
 from agentscope.analyzers.evidence import SpanFacts
-from agentscope.analyzers.pipeline import fetch_columns
-from agentscope.analyzers.tasks import analyze_trace
+from agentscope.analyzers.reference import analyze_trace
 from agentscope.store.duckdb_store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-FIELDS = ("span_id", "parent_span_id", "name", "stage", "kind", "start_ns", "end_ns", "own_cpu",
+# SpanFacts fields from the AnalysisInput columns of the same meaning (parent: from parent_idx)
+FIELDS = ("span_id", "parent", "name", "stage", "kind", "start_ns", "end_ns", "own_cpu",
           "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s", "server_local", "loop",
           "sys_cpu")
 
 
-def _reference(cols):
+def _reference(inp):
     """Per-trace reference analysis over the same input rows."""
-    out, n, lo = [], len(cols["trace_no"]), 0
+    out, n, lo = [], len(inp), 0
     while lo < n:
         hi = lo + 1
-        while hi < n and cols["trace_no"][hi] == cols["trace_no"][lo]:
+        while hi < n and inp.trace_no[hi] == inp.trace_no[lo]:
             hi += 1
+
         def value(f, i):
-            if f == "parent_span_id":  # not fetched: from the parent's row
-                p = cols["parent_idx"][i]
-                return cols["span_id"][p] if p >= 0 else None
-            v = cols[f][i]
+            if f == "parent":  # not fetched: from the parent's row
+                p = inp.parent_idx[i]
+                return inp.span_id[p] if p >= 0 else None
+            v = getattr(inp, f)[i]
             return v.item() if hasattr(v, "item") else v
 
         facts = [SpanFacts._make([value(f, i) for f in FIELDS]) for i in range(lo, hi)]
-        roots = [i for i in range(lo, hi) if cols["trace_id"][i] is not None]
-        lanes = {cols["span_id"][i]: cols["lane"][i] for i in roots if cols["lane"][i]}
-        services = {cols["span_id"][i]: cols["service"][i] for i in roots if cols["service"][i]}
-        trace_id = next((cols["trace_id"][i] for i in roots), "")
+        roots = [i for i in range(lo, hi) if inp.trace_id[i] is not None]
+        lanes = {inp.span_id[i]: inp.lane[i] for i in roots if inp.lane[i]}
+        services = {inp.span_id[i]: inp.service[i] for i in roots if inp.service[i]}
+        trace_id = next((inp.trace_id[i] for i in roots), "")
         out.append(analyze_trace(trace_id, facts, lanes, services))
         lo = hi
     return out
@@ -48,9 +50,9 @@ def _reference(cols):
 def _compare(directory):
     with Store(None) as store:
         store.load(directory)
-        cols = fetch_columns(store)
-    fast = analyze_columns(cols).tasks
-    ref = _reference(cols)
+        inp = store.analysis_input()
+    fast = analyze(inp).tasks
+    ref = _reference(inp)
     assert len(fast) == len(ref) > 0
     for a, b in zip(fast, ref):
         assert (a.trace_id, a.name, a.lane, a.service) == (b.trace_id, b.name, b.lane, b.service)
@@ -81,7 +83,7 @@ def test_stage_codes_in_the_analysis_input_follow_stage_order():
     (the engine and the classifier decode them with it)."""
     import re
 
-    from agentscope.store.duckdb_store import sql
+    from agentscope.store.schema import sql
     from agentscope.vocab import Stage
 
     listed = re.search(r"list_position\(\[([^\]]*)\]", sql("analysis_input.sql")).group(1)

@@ -1,4 +1,5 @@
-"""The classifier: the per-span rules, and the vectorized form agreeing with them exactly."""
+"""The classifier: the per-span rules (one definition, over arrays of spans), their words,
+and what a stage alone says."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from agentscope.analyzers.evidence import (CLASSES, SpanFacts, classify, classify_columns,
-                                           dominant)
+from agentscope.analyzers.evidence import (CLASSES, STAGE_CLASS, Facts, SpanFacts, classify,
+                                           classify_one)
+from agentscope.vocab import Stage
 
 
 def facts(**kw):
@@ -37,7 +39,7 @@ def facts(**kw):
     ({"own_cpu": 0.6e9, "sys_cpu": 0.55e9}, "cpu"),
 ])
 def test_rules(kw, cls):
-    v = classify(facts(**kw))
+    v = classify_one(facts(**kw))
     assert v.cls == cls, v
     assert abs(sum(v.shares.values()) - 1) < 1e-6
     if kw.get("own_cpu") == -1.0:
@@ -45,31 +47,31 @@ def test_rules(kw, cls):
 
 
 def test_kernel_time_of_major_faults_is_memory_up_to_a_bound():
-    v = classify(facts(own_cpu=0.6e9, own_faults=16000.0, sys_cpu=0.55e9))
+    v = classify_one(facts(own_cpu=0.6e9, own_faults=16000.0, sys_cpu=0.55e9))
     assert v.shares["memory"] == pytest.approx(0.4 + 0.55)  # the waiting, then the kernel time
     assert v.shares["cpu"] == pytest.approx(0.05)
     assert "0.55 s in the kernel handling 16000 major page faults" in v.reason
     # 10 faults cannot account for 0.55 s of kernel time: at most 10 x FAULT_CPU_NS of it
-    v = classify(facts(own_cpu=0.6e9, own_faults=10.0, sys_cpu=0.55e9))
+    v = classify_one(facts(own_cpu=0.6e9, own_faults=10.0, sys_cpu=0.55e9))
     assert v.cls == "cpu" and v.shares["cpu"] == pytest.approx(0.6 - 10 * 50e3 / 1e9)
 
 
 def test_server_span_computes_after_its_queue_time():
     """A model server's request span: 0.6 s waiting for a slot (reported), then 0.4 s on the
     CPU. The on-CPU fraction is of the 0.4 s it was not queued: all of it computing."""
-    v = classify(facts(stage="inference", own_cpu=0.4e9, queue_s=0.6))
+    v = classify_one(facts(stage="inference", own_cpu=0.4e9, queue_s=0.6))
     assert v.shares == pytest.approx({"queue": 0.6, "cpu": 0.4})
 
 
 def test_gap_between_roots():
-    v = classify(None)
+    v = classify_one(None)
     assert v.cls == "io" and v.confidence == 0.3
 
 
-def test_vectorized_form_agrees_with_the_rules():
-    rng = random.Random(3)
+def _random_spans(n, seed=3):
+    rng = random.Random(seed)
     spans = []
-    for _ in range(3000):
+    for _ in range(n):
         dur = rng.choice([1, 1000, 10**6, 10**9])
         wall = dur * rng.choice([0, 0.3, 1.0])
         spans.append(facts(
@@ -80,17 +82,36 @@ def test_vectorized_form_agrees_with_the_rules():
             own_faults=rng.choice([0.0, 0.0, 3.0, 1e6]),
             queue_s=rng.choice([0.0, 0.0, dur * rng.random() / 1e9, 5.0]),
             model_s=rng.choice([0.0, 0.2]), server_local=rng.random() < 0.3,
-            loop=rng.random() < 0.2, sys_cpu=rng.choice([0.0, wall * rng.random()])))
-    cols = list(zip(*spans))
-    f = SpanFacts._fields
-    shares, confidence, cls = classify_columns(
-        *(cols[f.index(name)] for name in ("stage", "start", "end", "own_cpu", "own_wall",
-                                           "own_faults", "queue_s", "model_s", "server_local",
-                                           "loop", "sys_cpu")))
+            loop=rng.random() < 0.2, sys_cpu=rng.choice([0.0, wall * rng.random()]),
+            child_cpu=rng.choice([0, 0, 10**6])))
+    return spans
+
+
+def test_a_span_is_classified_alike_alone_and_among_others():
+    """Classifying 3000 random spans at once gives each the shares, confidence, class and
+    words it gets alone (no row's figures leak into another's), and the shares of every
+    span are a distribution."""
+    spans = _random_spans(3000)
+    together = classify(Facts.of(spans))
+    words = together.reasons(range(len(spans)))
     for i, span in enumerate(spans):
-        v = classify(span)
-        expected = np.array([v.shares.get(c, 0.0) for c in CLASSES])
-        assert np.allclose(shares[i], expected, atol=1e-9), (span, v.shares, shares[i])
-        assert confidence[i] == pytest.approx(v.confidence), (span, v)
-        assert CLASSES[cls[i]] == dominant(v.shares) or np.isclose(
-            shares[i].max(), v.shares.get(v.cls, 0.0))
+        alone = classify_one(span)
+        row = together.shares[i]
+        assert np.all(row >= 0) and abs(row.sum() - 1) < 1e-9, (span, row)
+        assert np.allclose(row, [alone.shares.get(c, 0.0) for c in CLASSES], atol=1e-12)
+        assert together.confidence[i] == alone.confidence
+        assert CLASSES[together.cls[i]] == alone.cls
+        assert words[i] == alone.reason
+
+
+def test_without_accounting_the_stage_decides_and_says_so():
+    """A span with no resource accounting takes its stage's usual class (STAGE_CLASS; an
+    inference's depends on where it was served) at confidence 0.3, and the words say it was
+    assumed."""
+    for stage, cls in STAGE_CLASS.items():
+        v = classify_one(facts(stage=stage.value, own_cpu=-1.0))
+        expected = "io" if stage is Stage.INFERENCE else cls  # a remote model API
+        assert v.cls == expected and v.confidence == 0.3
+        assert f"{expected} assumed from its stage '{stage.value}'" in v.reason
+    assert classify_one(facts(stage="inference", own_cpu=-1.0, server_local=True)).cls == "gpu"
+    assert classify_one(facts(stage=None, own_cpu=-1.0)).cls == "io"

@@ -59,6 +59,27 @@ def test_sample_line_round_trip():
         samplefile.decode('{"ts_ns": 1, "source": "s", "metric": "", "value": 1}')
 
 
+def test_capture_file_names_are_pinned_and_recognised_by_the_store():
+    from agentscope.store.tracedir import capture_kind
+
+    ms = 1_700_000_000_123
+    assert spanfile.file_name("h", 42, ms) == "spans-h-42-1700000000123.jsonl"
+    assert spanfile.file_name("h", 42, ms, part=2) == "spans-h-42-1700000000123-2.jsonl"
+    assert samplefile.file_name("h", 42, ms) == "samples-h-42-1700000000123.jsonl"
+    assert samplefile.file_name("h", 42, ms, "collector") == \
+        "samples-h-42-1700000000123-collector.jsonl"
+    # a hostile host name cannot leave the directory: each run of other characters is one "_"
+    hostile = spanfile.file_name("a b/../c", 7, 1)
+    assert hostile == "spans-a_b_.._c-7-1.jsonl" and "/" not in hostile
+    assert samplefile.file_name("a b/../c", 7, 1, "gil") == "samples-a_b_.._c-7-1-gil.jsonl"
+    assert spanfile.file_name("", 1, 1) == "spans-host-1-1.jsonl"  # nothing left: "host"
+    assert spanfile.file_name("x" * 100, 1, 1) == f"spans-{'x' * 64}-1-1.jsonl"
+    for name in (spanfile.file_name("h", 1, ms), spanfile.file_name("h", 1, ms, 3), hostile):
+        assert capture_kind(name) == "spans"
+    for name in (samplefile.file_name("h", 1, ms), samplefile.file_name("h", 1, ms, "gil")):
+        assert capture_kind(name) == "samples"
+
+
 def test_keyword_names():
     assert semconv.attribute_name("model") == "gen_ai.request.model"
     assert semconv.attribute_name("input_tokens") == "gen_ai.usage.input_tokens"

@@ -129,24 +129,21 @@ def test_metrics_follow_prometheus_naming_and_carry_the_analysis(trace_dir):
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from agentscope.analyzers.pipeline import analyze_store
-    from agentscope.store.duckdb_store import Store
+    import agentscope
 
-    with Store(None) as store:
-        store.load(trace_dir)
-        analysis = analyze_store(store)
-        text = generate_latest(prometheus.registry_for(analysis, store.con)).decode()
+    with agentscope.analyze(trace_dir, db=":memory:") as analysis:
+        text = generate_latest(prometheus.registry_for(analysis)).decode()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = {s.name for f in families.values() for s in f.samples}
     assert samples <= prometheus.exported_names()
     for name in samples:
         assert name == name.lower() and "." not in name
     tasks = families["agentscope_tasks"].samples
-    assert sum(s.value for s in tasks) == len(analysis.tasks) == 40
-    assert {s.labels["bottleneck"] for s in tasks} == {t.bottleneck for t in analysis.tasks}
+    assert sum(s.value for s in tasks) == len(analysis.task_results) == 40
+    assert {s.labels["bottleneck"] for s in tasks} == {t.bottleneck for t in analysis.task_results}
     # critical-path seconds add up to the tasks' durations
     path = sum(s.value for s in families["agentscope_critical_path_seconds"].samples)
-    assert path == pytest.approx(sum(t.duration_ns for t in analysis.tasks) / 1e9, rel=1e-6)
+    assert path == pytest.approx(sum(t.duration_ns for t in analysis.task_results) / 1e9, rel=1e-6)
     assert families["hw_gpu_utilization_ratio"].samples[0].labels["device"] == "gpu0"
     assert "agentscope_gpu_idle_ratio" in families  # the GPU counters joined the analysis
 

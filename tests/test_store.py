@@ -88,7 +88,7 @@ def test_bad_lines_are_named_and_the_rest_loads(tmp_path):
         r2 = store.load(tmp_path)
         assert r2.spans_added == 1 and r2.problems == []
         # the three bad lines stay reported; the torn one is gone now that it loaded
-        assert sorted(p.line for p in store.all_problems()) == [2, 3, 4]
+        assert sorted(p.line for p in store.problems()) == [2, 3, 4]
 
 
 def test_samples_load(tmp_path):
@@ -176,7 +176,7 @@ def test_progress_reports_every_byte_once(tmp_path):
         seen.clear()
         store.load(tmp_path, progress=seen.append)  # unchanged files still advance the bar
         assert sum(seen) == total
-        torn = [p for p in store.all_problems() if p.torn]
+        torn = [p for p in store.problems() if p.torn]
         assert len(torn) == 1  # found on both loads, reported once
 
 

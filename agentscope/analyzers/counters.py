@@ -1,6 +1,6 @@
 """Counter evidence: the host's, GPU's and model server's counters over each critical-path
-section (series from DuckDB, the interval means in numpy; the SQL reference is
-store/sql/section_counters.sql), and how they change a verdict.
+section (the series from the store, :meth:`Store.counter_series`; the interval means in numpy,
+:func:`section_means`), and how they change a verdict (:func:`adjust`).
 
 Span evidence says how much of a section its thread spent on the CPU; the rest is waiting,
 and the span alone cannot say on what. The counters over the same interval can:
@@ -33,25 +33,27 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .. import metric_names as mn
 from .evidence import CLASSES, CPU, GPU, IO, MAJOR_FAULT_NS, MEMORY, QUEUE
 
-CORES = "system.cpu.logical.count"
-RUN_QUEUE = "system.cpu.run_queue"
-PSI_CPU = "system.pressure.cpu.some"
-PSI_MEMORY = "system.pressure.memory.some"
-SWAP_IN = "system.paging.swap_in"
-HOST_FAULTS = "system.paging.major_faults"
-TREE_WAIT = "agentscope.tree.runqueue_wait"
-TREE_FAULTS = "agentscope.tree.major_faults"  # per second, the agent's process tree
-GPU_UTIL = "hw.gpu.utilization"
-KV_CACHE = "model_server.kv_cache.usage"
-PREEMPTIONS = "model_server.preemptions"
-SERVER_WAITING = "model_server.requests.waiting"
-GIL_WAIT = "agentscope.python.gil_wait"  # per process: the in-process sampler's GIL probe
-GPU_OF_PROCESS = "agentscope.gpu_of_process"  # not a sample: 1 where the span's GPU is known
-# not a sample: 1 where the section's host had a collector that found no NVIDIA GPU (its
-# gpu.nvidia source reported absent, never up)
-NO_GPU = "agentscope.host.no_gpu"
+CORES = mn.SYSTEM_CPU_LOGICAL_COUNT
+RUN_QUEUE = mn.SYSTEM_CPU_RUN_QUEUE
+PSI_CPU = mn.SYSTEM_PRESSURE_CPU_SOME
+PSI_MEMORY = mn.SYSTEM_PRESSURE_MEMORY_SOME
+SWAP_IN = mn.SYSTEM_PAGING_SWAP_IN
+HOST_FAULTS = mn.SYSTEM_PAGING_MAJOR_FAULTS
+TREE_WAIT = mn.AGENTSCOPE_TREE_RUNQUEUE_WAIT
+TREE_FAULTS = mn.AGENTSCOPE_TREE_MAJOR_FAULTS  # per second, the agent's process tree
+GPU_UTIL = mn.HW_GPU_UTILIZATION
+KV_CACHE = mn.MODEL_SERVER_KV_CACHE_USAGE
+PREEMPTIONS = mn.MODEL_SERVER_PREEMPTIONS
+SERVER_WAITING = mn.MODEL_SERVER_REQUESTS_WAITING
+GIL_WAIT = mn.AGENTSCOPE_PYTHON_GIL_WAIT  # per process: the in-process sampler's GIL probe
+# not samples: what section_means adds beside the means. GPU_OF_PROCESS is 1 where the span's
+# GPU is known (its process holds memory on it); NO_GPU is 1 where the section's host had a
+# collector that found no NVIDIA GPU (its gpu.nvidia source reported absent, never up)
+GPU_OF_PROCESS = "gpu_of_process"
+NO_GPU = "host_without_gpu"
 # joined on the span's own process (host and pid), not on its host
 PER_PROCESS = (GIL_WAIT,)
 # the counters the rules below read (each one joined to every section: no more than these)
@@ -69,9 +71,11 @@ KV_FULL = 0.9
 _K = {c: i for i, c in enumerate(CLASSES)}
 
 
-def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = None) -> dict:
+def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = None) -> dict:
     """The wanted counters' means over each section: {metric: float array, NaN = none}.
-    ``hosts``: the host of each section (None: unknown); ``pids``: the process of its span.
+    ``series``: the store's :class:`~agentscope.store.schema.CounterSeries` (None: no
+    counters); ``hosts``: the host of each section (None: unknown); ``pids``: the process of
+    its span.
 
     GPU utilization, where it is known which GPUs the span's process uses (NVML's per-process
     memory, ``process.gpu.memory.usage``, on the same host: a model server's own spans), is
@@ -83,20 +87,14 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     I(t) = I_k - v_k (ts_k - t) for the first sample k at or after t (``searchsorted``).
     Sections are clipped to the series; one less than half covered gets no value (absent,
     not zero). Several series of a metric on one host give their highest mean. The SQL
-    version of the same join (store/sql/section_counters.sql, two ASOF joins) is checked
-    equal in the tests; this one is several times faster."""
-    from ..store.duckdb_store import sql
-
+    version of the same join (store/sql/section_counters.sql, two ASOF joins) is the
+    reference the tests check this against (analyzers/reference.py); this one is several
+    times faster."""
     n = len(start)
     out: dict = {}
-    if not n:
+    if not n or series is None or not series.keys:
         return out
-    metrics = ", ".join(f"'{m}'" for m in METRICS)
-    list_sql, values_sql = [q for q in sql("counter_series.sql").format(metrics=metrics)
-                            .split(";") if q.strip()]
-    keys = con.execute(list_sql).fetchall()
-    if not keys:
-        return out
+    keys = series.keys
     hosts = np.asarray(hosts, dtype=object)
     by_host: dict = {}
     for i, h in enumerate(hosts.tolist()):
@@ -105,18 +103,16 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     wanted_hosts = {h for h, *_ in keys}
     if not wanted_hosts & set(by_host):
         return out
-    got = con.execute(values_sql).fetchnumpy()
-    ts_all = np.asarray(got["ts_ns"], dtype=np.int64)
-    val_all = np.asarray(got["value"], dtype=np.float64)
+    ts_all, val_all = series.ts_ns, series.value
     a_all = np.asarray(start, dtype=np.int64)
     b_all = np.asarray(end, dtype=np.int64)
     rows = {h: np.asarray(ix, dtype=np.int64) for h, ix in by_host.items()}
-    for h, first, last in _hosts_without_gpu(con):
+    for h, first, last in series.no_gpu_runs:
         if h in rows:  # the sections within the run of that collector
             sel = rows[h]
             sel = sel[(a_all[sel] >= first) & (b_all[sel] <= last)]
             out.setdefault(NO_GPU, np.zeros(n))[sel] = 1.0
-    gpus_of = _gpus_of_processes(con) if pids is not None else {}
+    gpus_of = series.gpus_of if pids is not None else {}
     per_gpu: dict = {}  # (host, device) -> means of that GPU's utilization
     offset = 0
     for host, metric, device, series_pid, count in keys:
@@ -163,58 +159,6 @@ def section_counters(con: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
                     known = np.fmax(known, per_gpu[(host, d)][sel])
             out[GPU_UTIL][sel] = known
             out.setdefault(GPU_OF_PROCESS, np.zeros(n))[sel] = 1.0
-    return out
-
-
-def _hosts_without_gpu(con: Any) -> list:
-    """[(host, first ns, last ns)]: the runs (sample files) of collectors that reported their
-    host's NVIDIA GPU source absent, never up, with the time each covered."""
-    return con.execute(
-        "SELECT s.host, min(s.ts_ns), max(s.ts_ns) FROM samples s JOIN ("
-        "  SELECT host, file_id FROM samples WHERE metric = 'agentscope.collector.up' "
-        "  AND source = 'gpu.nvidia' AND host IS NOT NULL GROUP BY host, file_id "
-        "  HAVING max(value) = 0) a ON s.host = a.host AND s.file_id IS NOT DISTINCT FROM "
-        "a.file_id GROUP BY s.host, s.file_id").fetchall()
-
-
-def _gpus_of_processes(con: Any) -> dict:
-    """{(host, pid): devices} from NVML's per-process GPU memory samples."""
-    got: dict = {}
-    for host, pid, device in con.execute(
-            "SELECT DISTINCT host, pid, device FROM samples WHERE metric = "
-            "'process.gpu.memory.usage' AND pid IS NOT NULL AND device IS NOT NULL "
-            "AND host IS NOT NULL").fetchall():
-        got.setdefault((host, pid), set()).add(device)
-    return got
-
-
-def section_counters_sql(con: Any, hosts: Any, start: Any, end: Any) -> dict:
-    """:func:`section_counters` done in DuckDB (store/sql/section_counters.sql): the
-    reference the numpy version is checked against."""
-    from ..store.duckdb_store import sql
-
-    n = len(start)
-    out: dict = {}
-    hosts = np.asarray(hosts, dtype=object)
-    keep = np.flatnonzero(np.not_equal(hosts, None))
-    if not n or not len(keep):
-        return out
-    con.register("sections", {"sec_id": keep.astype(np.int64), "host": hosts[keep],
-                              "a": np.asarray(start, dtype=np.int64)[keep],
-                              "b": np.asarray(end, dtype=np.int64)[keep]})
-    try:
-        got = con.execute(sql("section_counters.sql").format(
-            metrics=", ".join(f"'{m}'" for m in METRICS))).fetchnumpy()
-    finally:
-        con.unregister("sections")
-    ids = np.asarray(got["sec_id"], dtype=np.int64)
-    names = np.asarray(got["metric"], dtype=object)
-    means = np.asarray(got["mean"], dtype=np.float64)
-    for m in sorted(set(names.tolist())):
-        col = np.full(n, np.nan)
-        pick = names == m
-        col[ids[pick]] = means[pick]
-        out[m] = col
     return out
 
 
@@ -417,12 +361,10 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     return shares, confidence, out_notes
 
 
-def gpu_idle(con: Any) -> Optional[dict]:
-    """Per GPU: busy share over the analysed tasks' time, idle share (< 5 %), and what the
-    critical paths were doing while it was idle (share of their time, by stage and class)."""
-    from ..store.duckdb_store import sql
-
-    rows = con.execute(sql("gpu_idle.sql")).fetchall()
+def gpu_summary(rows: list) -> Optional[dict]:
+    """Per GPU (``gpuN@host``): busy share over the analysed tasks' time, idle share (< 5 %),
+    and what the critical paths were doing while it was idle (share of their time, by stage
+    and class), from the store's :meth:`~agentscope.store.duckdb_store.Store.gpu_idle` rows."""
     if not rows:
         return None
     out: dict = {}

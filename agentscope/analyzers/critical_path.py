@@ -30,6 +30,11 @@ Where we differ from Jaeger, on purpose (each has a test):
   are reported as unreachable).
 * Sections are returned in ascending time order, and adjacent sections of the same span are
   merged. The sections are contiguous, do not overlap, and cover [start, end] exactly.
+
+:func:`walk_many` walks every trace of a fleet at once (clipping and ordering in numpy, the
+descent in numpy lockstep, stragglers in Python); :func:`critical_path` is the same for one
+trace, by span ids. The walk written the plain way, one trace at a time, is kept apart as the
+reference the tests check this against (:mod:`agentscope.analyzers.reference`).
 """
 
 from __future__ import annotations
@@ -62,149 +67,6 @@ class CriticalPath(NamedTuple):
     duplicates: int
 
 
-class Walk(NamedTuple):
-    """The walk over one trace. ``sections`` are (index or -1 for a gap, start, end),
-    ascending and merged; indices are positions in the arrays given to :func:`walk_arrays`
-    (for :func:`walk`, in ``spans``, the unique spans in input order)."""
-
-    spans: list
-    sections: list
-    start: int
-    end: int
-    roots: list
-    off_path: int
-    duplicates: int
-
-
-def walk(spans: Iterable, root_id: Optional[str] = None) -> Walk:
-    """The critical path over span-like objects (``span_id``, ``parent_id``, ``start``,
-    ``end``, ``kind``), by index; from ``root_id`` only, when given and present.
-    :func:`critical_path` is the named form."""
-    index: dict = {}
-    uniq: list = []
-    duplicates = 0
-    for s in spans:
-        if s.span_id in index:
-            duplicates += 1
-        else:
-            index[s.span_id] = len(uniq)
-            uniq.append(s)
-    get = index.get
-    parent = [-1 if s.parent_id is None else get(s.parent_id, -1) for s in uniq]
-    roots = [index[root_id]] if root_id in index else None
-    w = walk_arrays(parent, [s.start for s in uniq], [s.end for s in uniq],
-                    [s.kind for s in uniq], 0, len(uniq), roots=roots)
-    return w._replace(spans=uniq, duplicates=duplicates)
-
-
-class Buffers:
-    """Scratch lists indexed by span row, for walking many traces of one set of arrays.
-
-    Each trace uses only its own rows, so nothing needs clearing between traces (a set of
-    buffers serves one pass over the arrays: do not walk the same rows twice with it)."""
-
-    __slots__ = ("kids", "cs", "ce", "reached", "off", "cnt", "parent_of", "cursor")
-
-    def __init__(self, n: int) -> None:
-        self.kids: list = [None] * n
-        self.cs: list = [0] * n
-        self.ce: list = [0] * n
-        self.reached: list = [False] * n
-        self.off: list = [0] * n  # children of p: order[off[p]:off[p] + cnt[p]]
-        self.cnt: list = [0] * n
-        self.parent_of: list = [-1] * n
-        self.cursor: list = [0] * n
-
-
-def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi: int,
-                roots: Optional[list] = None, buf: Optional[Buffers] = None) -> Walk:
-    """The walk over the spans ``lo..hi-1`` of flat arrays (one trace, unique spans).
-
-    ``parent[i]`` is the index of i's parent, or -1 (a parent outside ``lo..hi`` counts as
-    missing). ``roots`` overrides which spans are walked as roots. ``buf`` (sized for the
-    arrays) is required when walking a trace inside larger arrays (``lo > 0``): one set of
-    buffers serves every trace of a pass.
-    """
-    n = hi - lo
-    if n <= 0:
-        return Walk([], [], 0, 0, [], 0, 0)
-    if buf is None:
-        if lo:
-            raise ValueError("walk_arrays over part of larger arrays needs buf=Buffers(len)")
-        buf = Buffers(hi)
-    kids, cs, ce, reached = buf.kids, buf.cs, buf.ce, buf.reached
-    off, cnt, parent_of = buf.off, buf.cnt, buf.parent_of
-    flat: list = []  # this trace's children, grouped by parent (see Buffers.off)
-    found_roots = []
-    for i in range(lo, hi):
-        p = parent[i]
-        if p < lo or p >= hi or p == i:
-            found_roots.append(i)
-        else:
-            k = kids[p]
-            if k is None:
-                kids[p] = [i]
-            else:
-                k.append(i)
-    if roots is None:
-        roots = found_roots
-    order = []
-    for r in roots:
-        s, e = starts[r], ends[r]
-        cs[r], ce[r] = s, (e if e > s else s)
-        reached[r] = True
-        order.append(r)
-    i = 0
-    while i < len(order):
-        p = order[i]
-        i += 1
-        ks = kids[p]
-        if ks is None:
-            continue
-        p_start, p_end = cs[p], ce[p]
-        producer = kinds[p] == "producer"
-        kept = []
-        for c in ks:
-            if reached[c]:  # reached twice: a cycle
-                continue
-            if producer and kinds[c] == "consumer":
-                continue
-            c_start = starts[c]
-            c_end = ends[c] if ends[c] > c_start else c_start
-            point = c_start == c_end
-            if c_start >= p_end and not (point and c_start == p_end):
-                continue
-            if c_end <= p_start and not (point and c_end == p_start):
-                continue
-            cs[c] = c_start if c_start > p_start else p_start
-            ce[c] = c_end if c_end < p_end else p_end
-            reached[c] = True
-            parent_of[c] = p
-            kept.append(c)
-            order.append(c)
-        if kept:
-            # last finishing child first; ties to the earlier start, then input order
-            kept.sort(key=lambda k: (-ce[k], cs[k]))
-            off[p], cnt[p] = len(flat), len(kept)
-            flat.extend(kept)
-    off_path = n - len(order)
-    start = min(cs[r] for r in roots)
-    end = max(ce[r] for r in roots)
-    sections: list = []
-    cursor = buf.cursor
-    _over_roots(roots, cs, ce, start, end, sections,
-                lambda top, t: _descend_flat(top, t, cs, ce, flat, off, cnt, parent_of, cursor,
-                                             sections))
-    sections.reverse()
-    merged: list = []
-    for sec in sections:
-        if merged and merged[-1][0] == sec[0] and merged[-1][2] == sec[1]:
-            merged[-1] = (sec[0], merged[-1][1], sec[2])
-        else:
-            merged.append(sec)
-    return Walk([], merged, start, end, roots, off_path, 0)
-
-
 def _over_roots(roots: list, cs: Any, ce: Any, start: int, end: int, sections: list,
                 descend: Any) -> None:
     """Walk back over one or several roots; ``descend(top, t)`` walks ``top``'s subtree back
@@ -234,13 +96,48 @@ def _over_roots(roots: list, cs: Any, ce: Any, start: int, end: int, sections: l
 
 
 def critical_path(spans: Iterable, root_id: Optional[str] = None) -> CriticalPath:
-    """The critical path of one trace (or of the subtree under ``root_id``)."""
-    w = walk(spans, root_id)
-    if not w.spans:
-        return CriticalPath((), 0, 0, (), 0, w.duplicates)
-    ids = [s.span_id for s in w.spans]
-    return CriticalPath(tuple(Section(ids[i] if i >= 0 else None, s, e) for i, s, e in w.sections),
-                        w.start, w.end, tuple(ids[r] for r in w.roots), w.off_path, w.duplicates)
+    """The critical path of one trace given as span-like objects (``span_id``, ``parent_id``,
+    ``start``, ``end``, ``kind``), or of the subtree under ``root_id`` when given and present:
+    :func:`walk_many` over that one trace."""
+    index: dict = {}
+    uniq: list = []
+    duplicates = 0
+    for s in spans:
+        if s.span_id in index:
+            duplicates += 1
+        else:
+            index[s.span_id] = len(uniq)
+            uniq.append(s)
+    parent = [-1 if s.parent_id is None else index.get(s.parent_id, -1) for s in uniq]
+    if root_id in index:  # only the subtree under it, with it as the root
+        uniq, parent = _subtree(uniq, parent, index[root_id])
+    if not uniq:
+        return CriticalPath((), 0, 0, (), 0, duplicates)
+    w = walk_many(parent, [s.start for s in uniq], [s.end for s in uniq],
+                  [s.kind for s in uniq], [(0, len(uniq))])
+    ids = [s.span_id for s in uniq]
+    sections = tuple(Section(ids[i] if i >= 0 else None, a, b)
+                     for i, a, b in zip(w.span.tolist(), w.start.tolist(), w.end.tolist()))
+    return CriticalPath(sections, w.starts[0], w.ends[0], tuple(ids[r] for r in w.roots[0]),
+                        w.off_path[0], duplicates)
+
+
+def _subtree(spans: list, parent: list, root: int) -> tuple:
+    """The spans under ``root`` (itself included, as a root), and their parents re-indexed."""
+    kids: dict = {}
+    for i, p in enumerate(parent):
+        if p >= 0 and p != i:
+            kids.setdefault(p, []).append(i)
+    order, seen = [root], {root}
+    for i in order:
+        for k in kids.get(i, ()):
+            if k not in seen:
+                seen.add(k)
+                order.append(k)
+    order.sort()
+    at = {old: new for new, old in enumerate(order)}
+    return ([spans[i] for i in order],
+            [-1 if i == root else at.get(parent[i], -1) for i in order])
 
 
 def merge_adjacent(sections: Sequence[Section]) -> list:

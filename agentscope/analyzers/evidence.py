@@ -1,4 +1,4 @@
-"""Classifying one critical-path section by the evidence of the span that owned it.
+"""Classifying critical-path sections by the evidence of the span that owned them.
 
 A section is time during which one span held the task up with none of its children doing so:
 its *self time*. The span's stage is a hint; the verdict comes from what was measured
@@ -17,18 +17,34 @@ its *self time*. The span's stage is a hint; the verdict comes from what was mea
   low confidence) until device counters say otherwise.
 
 Spans without resource accounting (other instrumentation, other tools' traces) are classified
-from their stage alone, with low confidence, and the evidence says so.
+from their stage alone (:data:`STAGE_CLASS`), with low confidence, and the evidence says so.
+
+Every rule is written once, in :func:`classify`, over arrays of spans (a million at a time);
+the words of the evidence (:meth:`Classified.reason`) are made from the same intermediate
+figures, for the spans a report shows. :func:`classify_one` is the same for one span.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+import dataclasses
+from typing import Any, NamedTuple, Optional, Sequence
 
-from ..vocab import Resource
+import numpy as np
+
+from ..vocab import Resource, Stage
 
 GPU, CPU, MEMORY, IO, QUEUE = (Resource.GPU.value, Resource.CPU.value, Resource.MEMORY.value,
                                Resource.IO.value, Resource.QUEUE.value)
 CLASSES = tuple(r.value for r in Resource)  # report order: gpu, cpu, memory, io, queue
+_K = {c: i for i, c in enumerate(CLASSES)}
+
+# What a stage usually means: the class of a span that has no evidence but its label (an
+# inference's depends on where it was served: see _inference_wait), and the verdict from
+# labels alone that the scenarios' baseline scores (there, an inference is a GPU's).
+STAGE_CLASS = {Stage.TASK: CPU, Stage.AGENT: CPU, Stage.QUEUE: QUEUE, Stage.CONTEXT: CPU,
+               Stage.INFERENCE: GPU, Stage.TOOL: IO, Stage.ENV: IO, Stage.MEMORY: MEMORY}
+UNKNOWN_STAGE_CLASS = IO
+SELF_TIME_STAGES = (Stage.TASK.value, Stage.AGENT.value)  # their self time is orchestration
 
 BUSY = 0.5  # on-CPU fraction at or above which self time counts as CPU work
 # what the span alone says of waiting it cannot explain (counters may explain it: counters.py)
@@ -37,10 +53,35 @@ MAJOR_FAULT_NS = 100_000  # a major fault costs about this much waiting (disk/sw
 # ... and at most about this much kernel CPU to handle (measured: 29 us of system time per
 # fault paging in a mapped file, on a VM with a virtio disk)
 FAULT_CPU_NS = 50_000
+SAID = 0.05  # waiting is mentioned in the words where it is at least this share of the span
+
+# confidences
+MEASURED, ASSUMED_GPU, ON_A_LOOP, FROM_LABEL, QUEUED_ONLY = 0.8, 0.4, 0.6, 0.3, 0.9
+
+# a gap between a trace's root spans: untraced waiting
+GAP_SHARES = {IO: 1.0}
+GAP_CONFIDENCE = FROM_LABEL
+GAP_REASON = "untraced gap between the trace's root spans"
+
+_STAGES = [s.value for s in Stage]  # stage codes: 1-based positions in this order, 0 for none
+_GUESS_BY_CODE = np.array([_K[UNKNOWN_STAGE_CLASS]] + [_K[STAGE_CLASS[s]] for s in Stage])
+
+
+def stage_code(stage: Optional[str]) -> int:
+    """The code of a stage value (1-based position in Stage order; 0 for none or unknown)."""
+    return _STAGES.index(stage) + 1 if stage in _STAGES else 0
+
+
+def _code(stage: Stage) -> int:
+    return _STAGES.index(stage.value) + 1
+
+
+_QUEUE_CODE, _MEMORY_CODE, _INFERENCE_CODE = (_code(Stage.QUEUE), _code(Stage.MEMORY),
+                                              _code(Stage.INFERENCE))
 
 
 class SpanFacts(NamedTuple):
-    """What the classifier needs of a span: one row of ``store/sql/analysis_input.sql``."""
+    """What the classifier needs of one span (a row of ``store/sql/analysis_input.sql``)."""
 
     span_id: str
     parent_id: Optional[str]
@@ -49,7 +90,8 @@ class SpanFacts(NamedTuple):
     kind: str
     start: int
     end: int
-    own_cpu: float  # thread CPU net of same-thread children + its child processes'; < 0: not measured
+    # CPU of its thread net of same-thread children, plus its child processes'; < 0: not measured
+    own_cpu: float
     own_wall: float  # duration minus the time its same-thread children ran
     own_faults: float  # major faults of its thread and child processes, net of its children's
     child_cpu: int  # CPU of the child processes it waited for (for the evidence)
@@ -60,106 +102,221 @@ class SpanFacts(NamedTuple):
     sys_cpu: float = 0.0  # kernel CPU of its thread, recorded where it took major faults
 
 
-class Verdict(NamedTuple):
-    shares: dict  # class -> fraction of the section (sums to 1)
-    confidence: float
-    reason: str  # evidence, in words
-    cls: str = ""  # the dominant class
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """The classifier's input for many spans, one array per field (the columns of the same
+    names in :class:`~agentscope.store.schema.AnalysisInput`, which can be passed instead)."""
+
+    stage_code: Any
+    start_ns: Any
+    end_ns: Any
+    own_cpu: Any
+    own_wall: Any
+    own_faults: Any
+    child_cpu_ns: Any
+    queue_s: Any
+    model_s: Any
+    server_local: Any
+    loop: Any
+    sys_cpu: Any
 
     @classmethod
-    def of(cls, shares: dict, confidence: float, reason: str) -> "Verdict":
-        return cls(shares, confidence, reason, dominant(shares))
+    def of(cls, spans: Sequence[SpanFacts]) -> "Facts":
+        """The facts of spans given one by one (tests, the per-trace reference)."""
+        def col(get: Any, dtype: Any) -> np.ndarray:
+            return np.asarray([get(s) for s in spans], dtype=dtype)
+
+        return cls(col(lambda s: stage_code(s.stage), np.int64),
+                   col(lambda s: s.start, np.int64), col(lambda s: s.end, np.int64),
+                   col(lambda s: -1.0 if s.own_cpu is None else s.own_cpu, np.float64),
+                   col(lambda s: s.own_wall, np.float64), col(lambda s: s.own_faults, np.float64),
+                   col(lambda s: s.child_cpu or 0, np.float64),
+                   col(lambda s: s.queue_s or 0.0, np.float64),
+                   col(lambda s: s.model_s or 0.0, np.float64),
+                   col(lambda s: bool(s.server_local), bool), col(lambda s: bool(s.loop), bool),
+                   col(lambda s: s.sys_cpu or 0.0, np.float64))
 
 
-def classify(span: Optional[SpanFacts]) -> Verdict:
-    """The class shares of a section owned by ``span`` (None: a gap between root spans)."""
-    if span is None:
-        return Verdict.of({IO: 1.0}, 0.3, "untraced gap between the trace's root spans")
-    stage = span.stage or "unknown"
-    cpu, wall, faults = span.own_cpu, span.own_wall, span.own_faults
-    shares: dict = {}
+class Verdict(NamedTuple):
+    """One section's classification: class shares, confidence, the evidence in words."""
+
+    shares: dict  # class -> fraction of the section (sums to 1)
+    confidence: float
+    reason: str
+    cls: str = ""  # the dominant class
+
+
+@dataclasses.dataclass(frozen=True)
+class Classified:
+    """The classification of many spans (:func:`classify`): ``shares`` (n, 5) in CLASSES
+    order, ``confidence``, ``cls`` (indices into CLASSES), and the intermediate figures the
+    words are made of (:meth:`reason`)."""
+
+    shares: Any
+    confidence: Any
+    cls: Any
+    facts: Any  # what was classified (Facts, or an AnalysisInput)
+    queued: Any  # all of the span was server-reported queueing
+    measured: Any  # it has resource accounting
+    busy: Any  # on-CPU fraction of the time it was not queued
+    paging_ns: Any  # kernel CPU counted as paging in (0: none)
+    fault_wait: Any  # share of the span counted as waiting for major faults
+    waiting: Any  # share of the span it waited off-CPU, before the faults took theirs
+    waited: Any  # ... after
+    # the class its waiting counts as (indices into CLASSES); without accounting, the class
+    # its stage gave the whole span
+    wait_cls: Any
+    rest: Any  # share of the span not queued at the server
+
+    def __len__(self) -> int:
+        return len(self.cls)
+
+    def verdict(self, i: int) -> Verdict:
+        """Span ``i``'s classification, with its words."""
+        shares = {c: float(v) for c, v in zip(CLASSES, self.shares[i]) if v}
+        return Verdict(shares, float(self.confidence[i]), self.reason(i), CLASSES[self.cls[i]])
+
+    def reason(self, i: int) -> str:
+        """The evidence of span ``i``, in words."""
+        return self.reasons([i])[0]
+
+    def reasons(self, rows: Sequence[int]) -> list:
+        """The evidence of the spans ``rows``, in words (their figures gathered in bulk)."""
+        f = self.facts
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = [np.asarray(a)[rows].tolist() for a in (
+            f.queue_s, self.queued, self.measured, f.stage_code, self.wait_cls, f.loop,
+            self.busy, self.paging_ns, f.own_faults, f.child_cpu_ns, self.waiting,
+            self.fault_wait, self.waited, self.rest, f.model_s, f.server_local)]
+        return [_words(*row) for row in zip(*cols)]
+
+
+def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: int, loop: bool,
+           busy: float, paging_ns: float, faults: float, child_ns: float, waiting: float,
+           fault_wait: float, waited: float, rest: float, model_s: float,
+           server_local: bool) -> str:
+    """One span's evidence in words, from the figures :func:`classify` decided by."""
     notes = []
-    rest = 1.0
-    confidence = 0.8
-
-    dur = max(span.end - span.start, 1)
-    if span.queue_s:  # server-reported queueing: the first part of the span was spent waiting
-        q = min(span.queue_s * 1e9 / dur, 1.0)
-        shares[QUEUE] = q
-        rest -= q
-        notes.append(f"server queue {span.queue_s:.3g} s")
-    if rest <= 1e-9:
-        return Verdict.of(shares, 0.9, _join(notes))
-
-    if cpu is None or cpu < 0:  # no accounting: the label is all we have
-        guess = {"queue": QUEUE, "inference": _inference_wait(span)[0], "memory": MEMORY,
-                 "context": CPU, "task": CPU, "agent": CPU, "env": IO, "tool": IO}.get(stage, IO)
-        shares[guess] = shares.get(guess, 0.0) + rest
-        notes.append(f"no resource accounting on this span; {guess} assumed from its stage "
-                     f"'{stage}'")
-        return Verdict.of(shares, 0.3, _join(notes))
-
-    # the on-CPU fraction of the time it was not queued (a server's span that waited for a
-    # slot computed only after it got one)
-    avail = wall - span.queue_s * 1e9 if span.queue_s else wall
-    if avail <= 0:
-        avail = wall
-    busy = min(cpu / avail, 1.0) if avail > 0 else 0.0
-    cpu_part = rest * busy
-    wait_part = rest - cpu_part
-    paging = min(span.sys_cpu, faults * FAULT_CPU_NS, cpu) if faults and span.sys_cpu else 0.0
-    paging_part = cpu_part * paging / cpu if paging > 0 else 0.0
-    if cpu_part - paging_part > 0:
-        shares[CPU] = shares.get(CPU, 0.0) + cpu_part - paging_part
-    if paging_part > 0:
-        shares[MEMORY] = shares.get(MEMORY, 0.0) + paging_part
-    scope = " (event loop, shared with other tasks)" if span.loop else ""
+    if queue_s:
+        notes.append(f"server queue {queue_s:.3g} s")
+    if queued:
+        return ", ".join(notes)
+    if not measured:
+        stage = _STAGES[code - 1] if code else "unknown"
+        notes.append(f"no resource accounting on this span; {CLASSES[wait_cls]} assumed from "
+                     f"its stage '{stage}'")
+        return ", ".join(notes)
+    scope = " (event loop, shared with other tasks)" if loop else ""
     notes.append(f"on-CPU {busy:.0%}{scope}")
-    if paging_part > 0:
-        notes.append(f"of which {paging / 1e9:.3g} s in the kernel handling {int(faults)} major "
-                     "page faults (paging in)")
-    if span.child_cpu:
-        notes.append(f"child processes {span.child_cpu / 1e9:.3g} s CPU")
-
-    if wait_part > 1e-9:
-        said = wait_part >= 0.05 * rest  # mention waiting only where it is a visible part
-        fault_wait = min(faults * MAJOR_FAULT_NS / max(wall, 1), 1.0) * rest if faults else 0.0
+    if paging_ns > 0:
+        notes.append(f"of which {paging_ns / 1e9:.3g} s in the kernel handling {int(faults)} "
+                     "major page faults (paging in)")
+    if child_ns:
+        notes.append(f"child processes {child_ns / 1e9:.3g} s CPU")
+    if waiting > 1e-9:
         if fault_wait > 0:
-            take = min(fault_wait, wait_part)
-            shares[MEMORY] = shares.get(MEMORY, 0.0) + take
-            wait_part -= take
             notes.append(f"{int(faults)} major page faults")
-        if wait_part > 1e-9:
-            if stage == "queue":
-                cls, why = QUEUE, "waiting in a queue stage, off-CPU"
-            elif stage == "memory":
-                cls, why = MEMORY, "moving its working set (memory stage), off-CPU"
-            elif stage == "inference":
-                cls, why = _inference_wait(span)
-                if cls == GPU and span.model_s:
-                    confidence = 0.8
-                elif cls == GPU:
-                    confidence = 0.4
+        if waited > 1e-9 and waiting >= SAID * rest:
+            if code == _QUEUE_CODE:
+                notes.append("waiting in a queue stage, off-CPU")
+            elif code == _MEMORY_CODE:
+                notes.append("moving its working set (memory stage), off-CPU")
+            elif code == _INFERENCE_CODE:
+                notes.append(_inference_wait(model_s, server_local))
             else:
-                cls, why = IO, OFF_CPU_UNEXPLAINED
-            shares[cls] = shares.get(cls, 0.0) + wait_part
-            if said:
-                notes.append(why)
-    if span.loop and shares.get(CPU, 0) > 0.5:
-        confidence = min(confidence, 0.6)
-    return Verdict.of(shares, confidence, _join(notes))
-
-
-def _inference_wait(span: SpanFacts) -> tuple:
-    if span.model_s:
-        return GPU, f"server-reported model time {span.model_s:.3g} s"
-    if span.server_local:
-        return GPU, "waiting on a local model server (no device counters: accelerator assumed)"
-    return IO, "waiting on a model endpoint (remote API or untraced server)"
-
-
-def _join(notes: list) -> str:
+                notes.append(OFF_CPU_UNEXPLAINED)
     return ", ".join(notes)
+
+
+def _inference_wait(model_s: float, server_local: bool) -> str:
+    """What an inference span waited on, in words (the class: :func:`classify`)."""
+    if model_s:
+        return f"server-reported model time {model_s:.3g} s"
+    if server_local:
+        return "waiting on a local model server (no device counters: accelerator assumed)"
+    return "waiting on a model endpoint (remote API or untraced server)"
+
+
+def classify(f: Any) -> Classified:
+    """Classify every span of ``f`` (a :class:`Facts`, or any object with its fields as
+    arrays, such as an AnalysisInput) at once."""
+    n = len(f.start_ns)
+    code = np.asarray(f.stage_code, dtype=np.int64)
+    is_queue, is_memory, is_inference = (code == _QUEUE_CODE, code == _MEMORY_CODE,
+                                         code == _INFERENCE_CODE)
+    # epoch nanoseconds do not fit a float64 exactly: subtract as integers first
+    dur = np.maximum(np.asarray(f.end_ns, dtype=np.int64) - np.asarray(f.start_ns, dtype=np.int64),
+                     1).astype(np.float64)
+    queue_s = np.asarray(f.queue_s, dtype=np.float64)
+    model_s = np.asarray(f.model_s, dtype=np.float64)
+    own_cpu = np.asarray(f.own_cpu, dtype=np.float64)
+    own_wall = np.asarray(f.own_wall, dtype=np.float64)
+    faults = np.asarray(f.own_faults, dtype=np.float64)
+    sys_cpu = np.asarray(f.sys_cpu, dtype=np.float64)
+    loop = np.asarray(f.loop, dtype=bool)
+    # an inference waits on a GPU where its server reported model time or runs on this host
+    inference_gpu = (model_s > 0) | np.asarray(f.server_local, dtype=bool)
+
+    # server-reported queueing: the first part of the span was spent waiting
+    shares = np.zeros((n, len(CLASSES)))
+    q = np.where(queue_s > 0, np.minimum(queue_s * 1e9 / dur, 1.0), 0.0)
+    shares[:, _K[QUEUE]] = q
+    rest = 1.0 - q
+    queued = rest <= 1e-9
+    measured = (own_cpu >= 0) & ~queued
+    unmeasured = (own_cpu < 0) & ~queued
+
+    # what its waiting counts as: the stage's (an inference's: see above); with no accounting
+    # at all, the stage's usual class takes the whole span
+    guess = _GUESS_BY_CODE[np.clip(code, 0, len(_GUESS_BY_CODE) - 1)]
+    guess = np.where(is_inference & ~inference_gpu, _K[IO], guess)
+    wait_cls = np.select([is_queue, is_memory, is_inference & inference_gpu],
+                         [_K[QUEUE], _K[MEMORY], _K[GPU]], _K[IO])
+    wait_cls = np.where(measured, wait_cls, guess)
+    rows = np.flatnonzero(unmeasured)
+    np.add.at(shares, (rows, guess[rows]), rest[rows])
+
+    # measured: the on-CPU part (less the kernel's paging), the major faults' part, then the
+    # waiting part by stage; on-CPU as a fraction of the time it was not queued (a server's
+    # span that waited for a slot computed only after it got one)
+    avail = np.where(queue_s > 0, own_wall - queue_s * 1e9, own_wall)
+    avail = np.where(avail <= 0, own_wall, avail)
+    busy = np.where(avail > 0, np.minimum(np.maximum(own_cpu, 0) / np.where(avail > 0, avail,
+                                                                            1.0), 1.0), 0.0)
+    cpu_part = np.where(measured, rest * busy, 0.0)
+    paging = np.where(measured & (faults > 0) & (sys_cpu > 0),
+                      np.minimum(np.minimum(sys_cpu, faults * FAULT_CPU_NS), own_cpu), 0.0)
+    paging_part = np.where(paging > 0, cpu_part * paging / np.where(own_cpu > 0, own_cpu, 1.0),
+                           0.0)
+    paging = np.where(paging_part > 0, paging, 0.0)
+    shares[:, _K[CPU]] += np.maximum(cpu_part - paging_part, 0.0)  # no -1e-17 from rounding
+    shares[:, _K[MEMORY]] += paging_part
+    waiting = np.where(measured, rest - cpu_part, 0.0)
+    fault_wait = np.where(faults > 0, np.minimum(faults * MAJOR_FAULT_NS /
+                                                 np.maximum(own_wall, 1.0), 1.0) * rest, 0.0)
+    fault_wait = np.where(waiting > 1e-9, fault_wait, 0.0)
+    take = np.minimum(fault_wait, waiting)
+    shares[:, _K[MEMORY]] += take
+    waited = np.where(waiting > 1e-9, waiting - take, 0.0)
+    rows = np.flatnonzero(waited > 1e-9)
+    np.add.at(shares, (rows, wait_cls[rows]), waited[rows])
+
+    confidence = np.full(n, MEASURED)
+    gpu_wait = measured & is_inference & inference_gpu & (waited > 1e-9)
+    confidence[gpu_wait & ~(model_s > 0)] = ASSUMED_GPU  # no timing: the accelerator assumed
+    confidence = np.where(loop & measured & (shares[:, _K[CPU]] > 0.5),
+                          np.minimum(confidence, ON_A_LOOP), confidence)
+    confidence[unmeasured] = FROM_LABEL
+    confidence[queued] = QUEUED_ONLY
+    return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
+                      paging, fault_wait, waiting, waited, wait_cls, rest)
+
+
+def classify_one(span: Optional[SpanFacts]) -> Verdict:
+    """The classification of a section owned by ``span`` (None: a gap between root spans)."""
+    if span is None:
+        return Verdict(dict(GAP_SHARES), GAP_CONFIDENCE, GAP_REASON, dominant(GAP_SHARES))
+    return classify(Facts.of([span])).verdict(0)
 
 
 def dominant(shares: dict) -> str:
@@ -170,89 +327,3 @@ def dominant(shares: dict) -> str:
         if v is not None and v > value:
             best, value = c, v
     return best
-
-
-def classify_columns(stage: Any, start: Any, end: Any, own_cpu: Any, own_wall: Any,
-                     own_faults: Any, queue_s: Any, model_s: Any, server_local: Any,
-                     loop: Any, sys_cpu: Any = None) -> tuple:
-    """:func:`classify` for every span at once (numpy arrays in, arrays out), without the
-    words: ``(shares, confidence, cls)``, ``shares`` an (n, 5) array in CLASSES order, ``cls``
-    indices into CLASSES. Gives the same numbers as :func:`classify` (tested)."""
-    import numpy as np
-
-    n = len(start)
-    k = {c: i for i, c in enumerate(CLASSES)}
-    wanted = ("queue", "inference", "memory", "context", "task", "agent")
-    stage = np.asarray(stage)
-    if stage.dtype.kind in "iu":  # stage codes: positions in Stage order, 0 for none (fast)
-        from ..vocab import Stage
-
-        order = [s.value for s in Stage]
-        is_stage = {s: stage == order.index(s) + 1 for s in wanted}
-    else:
-        stage = stage.astype(object)
-        is_stage = {s: (stage == s) for s in wanted}
-    # epoch nanoseconds do not fit a float64 exactly: subtract as integers first
-    dur = np.maximum(np.asarray(end, dtype=np.int64) - np.asarray(start, dtype=np.int64),
-                     1).astype(np.float64)
-    queue_s = np.asarray(queue_s, dtype=np.float64)
-    model_s = np.asarray(model_s, dtype=np.float64)
-    own_cpu = np.asarray(own_cpu, dtype=np.float64)
-    own_wall = np.asarray(own_wall, dtype=np.float64)
-    faults = np.asarray(own_faults, dtype=np.float64)
-    loop = np.asarray(loop, dtype=bool)
-    inference_gpu = (model_s > 0) | np.asarray(server_local, dtype=bool)
-
-    shares = np.zeros((n, len(CLASSES)))
-    q = np.where(queue_s > 0, np.minimum(queue_s * 1e9 / dur, 1.0), 0.0)
-    shares[:, k[QUEUE]] = q
-    rest = 1.0 - q
-    all_queue = rest <= 1e-9
-    measured = (own_cpu >= 0) & ~all_queue
-    unmeasured = (own_cpu < 0) & ~all_queue
-
-    # no accounting: the stage's usual class takes the rest
-    guess = np.select([is_stage["queue"], is_stage["inference"] & inference_gpu,
-                       is_stage["inference"], is_stage["memory"],
-                       is_stage["context"] | is_stage["task"] | is_stage["agent"]],
-                      [k[QUEUE], k[GPU], k[IO], k[MEMORY], k[CPU]], k[IO])
-    rows = np.flatnonzero(unmeasured)
-    np.add.at(shares, (rows, guess[rows]), rest[rows])
-
-    # measured: on-CPU part, major-fault part, then the waiting part by stage
-    avail = np.where(queue_s > 0, own_wall - queue_s * 1e9, own_wall)
-    avail = np.where(avail <= 0, own_wall, avail)
-    safe = np.where(avail > 0, avail, 1.0)
-    busy = np.where(avail > 0, np.minimum(np.maximum(own_cpu, 0) / safe, 1.0), 0.0)
-    cpu_part = np.where(measured, rest * busy, 0.0)
-    if sys_cpu is None:
-        paging_part = np.zeros(n)
-    else:
-        sys_cpu = np.asarray(sys_cpu, dtype=np.float64)
-        paging = np.where((faults > 0) & (sys_cpu > 0),
-                          np.minimum(np.minimum(sys_cpu, faults * FAULT_CPU_NS), own_cpu), 0.0)
-        paging_part = np.where(paging > 0, cpu_part * paging / np.where(own_cpu > 0, own_cpu,
-                                                                        1.0), 0.0)
-    shares[:, k[CPU]] += cpu_part - paging_part
-    shares[:, k[MEMORY]] += paging_part
-    wait = np.where(measured, rest - cpu_part, 0.0)
-    waiting = wait > 1e-9
-    fault_wait = np.where(faults > 0, np.minimum(faults * MAJOR_FAULT_NS /
-                                                 np.maximum(own_wall, 1.0), 1.0) * rest, 0.0)
-    take = np.where(waiting, np.minimum(fault_wait, wait), 0.0)
-    shares[:, k[MEMORY]] += take
-    wait = np.where(waiting, wait - take, 0.0)
-    wait_cls = np.select([is_stage["queue"], is_stage["memory"],
-                          is_stage["inference"] & inference_gpu],
-                         [k[QUEUE], k[MEMORY], k[GPU]], k[IO])
-    rows = np.flatnonzero(wait > 1e-9)
-    np.add.at(shares, (rows, wait_cls[rows]), wait[rows])
-
-    confidence = np.full(n, 0.8)
-    gpu_wait = is_stage["inference"] & inference_gpu & (wait > 1e-9) & measured
-    confidence[gpu_wait & ~(model_s > 0)] = 0.4
-    confidence = np.where(loop & measured & (shares[:, k[CPU]] > 0.5),
-                          np.minimum(confidence, 0.6), confidence)
-    confidence[unmeasured] = 0.3
-    confidence[all_queue] = 0.9
-    return shares, confidence, np.argmax(shares, axis=1)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import contextvars
 import os
-import re
 import socket
 import sys
 import threading
@@ -25,13 +24,17 @@ from typing import Any, Optional
 
 from .._log import log_once as _log_once
 from ..formats import samplefile, spanfile
+from ..metric_names import (
+    AGENTSCOPE_CAPTURE_SPANS_DROPPED,
+    AGENTSCOPE_CAPTURE_SPANS_WRITTEN,
+    AGENTSCOPE_CAPTURE_WRITE_ERRORS,
+    SOURCE_CAPTURE,
+)
 from ..records import SampleRecord, SpanRecord
 
-STATS_SOURCE = "agentscope.capture"
-
-
-def _safe_host(host: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "_", host)[:64] or "host"
+# the counts of _write_stats, in the order of its (written, dropped, write_errors)
+_STATS_METRICS = (AGENTSCOPE_CAPTURE_SPANS_WRITTEN, AGENTSCOPE_CAPTURE_SPANS_DROPPED,
+                  AGENTSCOPE_CAPTURE_WRITE_ERRORS)
 
 
 class SpanFileWriter:
@@ -83,7 +86,7 @@ class SpanFileWriter:
         self.written = 0
         self.write_errors = 0
         self._stats_written: Optional[tuple] = None
-        self._file_stamp = f"{_safe_host(self.host)}-{self.pid}-{int(time.time() * 1000)}"
+        self._file_ms = int(time.time() * 1000)  # in both file names: this process's files
         self._span_fd: Optional[int] = None
         self._span_bytes = 0
         self._span_part = 0
@@ -212,8 +215,8 @@ class SpanFileWriter:
         if self._span_fd is not None:
             os.close(self._span_fd)
             self._span_part += 1
-        suffix = f"-{self._span_part}" if self._span_part else ""
-        path = self.directory / f"{spanfile.FILE_PREFIX}{self._file_stamp}{suffix}{spanfile.FILE_SUFFIX}"
+        path = self.directory / spanfile.file_name(self.host, self.pid, self._file_ms,
+                                                   self._span_part)
         self._span_fd = _open_append(path)
         self._span_bytes = 0
         self.span_files.append(path)
@@ -224,13 +227,13 @@ class SpanFileWriter:
             return
         now = time.time_ns()
         lines = "".join(
-            samplefile.encode(SampleRecord(now, self.host, self.pid, STATS_SOURCE, None,
-                                           f"agentscope.capture.{name}", value))
-            for name, value in zip(("spans_written", "spans_dropped", "write_errors"), current))
+            samplefile.encode(SampleRecord(now, self.host, self.pid, SOURCE_CAPTURE, None,
+                                           metric, value))
+            for metric, value in zip(_STATS_METRICS, current))
         try:
             if self._sample_fd is None:
                 self._sample_fd = _open_append(
-                    self.directory / f"{samplefile.FILE_PREFIX}{self._file_stamp}{samplefile.FILE_SUFFIX}")
+                    self.directory / samplefile.file_name(self.host, self.pid, self._file_ms))
             _write_all(self._sample_fd, lines.encode("ascii"))
             self._stats_written = current
         except OSError as e:

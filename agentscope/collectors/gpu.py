@@ -23,13 +23,28 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..metric_names import (
+    HW_GPU_CLOCK_MEMORY,
+    HW_GPU_CLOCK_SM,
+    HW_GPU_ENERGY,
+    HW_GPU_IO_RECEIVE,
+    HW_GPU_IO_TRANSMIT,
+    HW_GPU_MEMORY_LIMIT,
+    HW_GPU_MEMORY_USAGE,
+    HW_GPU_MEMORY_UTILIZATION,
+    HW_GPU_POWER,
+    HW_GPU_THROTTLE_REASONS,
+    HW_GPU_UTILIZATION,
+    PROCESS_GPU_MEMORY_USAGE,
+    SOURCE_GPU_NVIDIA,
+)
 from .base import Reading, SourceUnavailable
 
 SLOW_INTERVAL_NS = 1_000_000_000
 
 
 class NvidiaGPU:
-    name = "gpu.nvidia"
+    name = SOURCE_GPU_NVIDIA
 
     def __init__(self, nvml: Any = None) -> None:
         if nvml is None:
@@ -74,18 +89,18 @@ class NvidiaGPU:
             history = self._history(i, h, dev, now_ns)
             out.extend(history)
             if (dev, "samples") in self.unsupported and rates is not None:
-                out.append(Reading("hw.gpu.utilization", rates.gpu / 100.0, dev))
+                out.append(Reading(HW_GPU_UTILIZATION, rates.gpu / 100.0, dev))
             if rates is not None:
-                out.append(Reading("hw.gpu.memory.utilization", rates.memory / 100.0, dev))
+                out.append(Reading(HW_GPU_MEMORY_UTILIZATION, rates.memory / 100.0, dev))
             mem = self._call(dev, "memory", n.nvmlDeviceGetMemoryInfo, h)
             if mem is not None:
-                out.append(Reading("hw.gpu.memory.usage", float(mem.used), dev))
-                out.append(Reading("hw.gpu.memory.limit", float(mem.total), dev))
+                out.append(Reading(HW_GPU_MEMORY_USAGE, float(mem.used), dev))
+                out.append(Reading(HW_GPU_MEMORY_LIMIT, float(mem.total), dev))
             power = self._call(dev, "power", n.nvmlDeviceGetPowerUsage, h)
             if power is not None:
-                out.append(Reading("hw.gpu.power", power / 1000.0, dev))
-            for metric, clock in (("hw.gpu.clock.sm", getattr(n, "NVML_CLOCK_SM", 1)),
-                                  ("hw.gpu.clock.memory", getattr(n, "NVML_CLOCK_MEM", 2))):
+                out.append(Reading(HW_GPU_POWER, power / 1000.0, dev))
+            for metric, clock in ((HW_GPU_CLOCK_SM, getattr(n, "NVML_CLOCK_SM", 1)),
+                                  (HW_GPU_CLOCK_MEMORY, getattr(n, "NVML_CLOCK_MEM", 2))):
                 mhz = self._call(dev, metric, n.nvmlDeviceGetClockInfo, h, clock)
                 if mhz is not None:
                     out.append(Reading(metric, float(mhz), dev))
@@ -106,15 +121,15 @@ class NvidiaGPU:
             if ts_us <= self.last_seen[i]:
                 continue
             self.last_seen[i] = ts_us
-            out.append(Reading("hw.gpu.utilization", s.sampleValue.uiVal / 100.0, dev, None,
+            out.append(Reading(HW_GPU_UTILIZATION, s.sampleValue.uiVal / 100.0, dev, None,
                                ts_us * 1000))
         return out
 
     def _slow(self, h: Any, dev: str) -> list:
         n = self.nvml
         out = []
-        for metric, counter in (("hw.gpu.io.transmit", getattr(n, "NVML_PCIE_UTIL_TX_BYTES", 0)),
-                                ("hw.gpu.io.receive", getattr(n, "NVML_PCIE_UTIL_RX_BYTES", 1))):
+        for metric, counter in ((HW_GPU_IO_TRANSMIT, getattr(n, "NVML_PCIE_UTIL_TX_BYTES", 0)),
+                                (HW_GPU_IO_RECEIVE, getattr(n, "NVML_PCIE_UTIL_RX_BYTES", 1))):
             kb_s = self._call(dev, metric, n.nvmlDeviceGetPcieThroughput, h, counter)
             if kb_s is not None:
                 out.append(Reading(metric, kb_s * 1024.0, dev))
@@ -123,15 +138,15 @@ class NvidiaGPU:
         if reasons_fn is not None:
             mask = self._call(dev, "throttle", reasons_fn, h)
             if mask is not None:
-                out.append(Reading("hw.gpu.throttle_reasons", float(mask), dev))
+                out.append(Reading(HW_GPU_THROTTLE_REASONS, float(mask), dev))
         energy = self._call(dev, "energy", n.nvmlDeviceGetTotalEnergyConsumption, h)
         if energy is not None:
-            out.append(Reading("hw.gpu.energy", energy / 1000.0, dev))
+            out.append(Reading(HW_GPU_ENERGY, energy / 1000.0, dev))
         procs = self._call(dev, "processes", n.nvmlDeviceGetComputeRunningProcesses, h)
         for p in procs or ():
             used = getattr(p, "usedGpuMemory", None)
             if used is not None:
-                out.append(Reading("process.gpu.memory.usage", float(used), dev, int(p.pid)))
+                out.append(Reading(PROCESS_GPU_MEMORY_USAGE, float(used), dev, int(p.pid)))
         return out
 
     def close(self) -> None:

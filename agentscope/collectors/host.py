@@ -10,6 +10,34 @@ from __future__ import annotations
 
 import os
 
+from ..metric_names import (
+    SOURCE_HOST_CPU,
+    SOURCE_HOST_IO,
+    SOURCE_HOST_MEMORY,
+    SOURCE_HOST_PRESSURE,
+    SYSTEM_CPU_LOAD_AVERAGE_1M,
+    SYSTEM_CPU_LOGICAL_COUNT,
+    SYSTEM_CPU_RUN_QUEUE,
+    SYSTEM_CPU_UTILIZATION,
+    SYSTEM_DISK_IO_READ,
+    SYSTEM_DISK_IO_WRITE,
+    SYSTEM_DISK_UTILIZATION,
+    SYSTEM_MEMORY_AVAILABLE,
+    SYSTEM_MEMORY_LIMIT,
+    SYSTEM_MEMORY_USAGE,
+    SYSTEM_NETWORK_IO_RECEIVE,
+    SYSTEM_NETWORK_IO_TRANSMIT,
+    SYSTEM_PAGING_MAJOR_FAULTS,
+    SYSTEM_PAGING_SWAP_IN,
+    SYSTEM_PAGING_SWAP_OUT,
+    SYSTEM_PRESSURE_CPU_SOME,
+    SYSTEM_PRESSURE_IO_FULL,
+    SYSTEM_PRESSURE_IO_SOME,
+    SYSTEM_PRESSURE_MEMORY_FULL,
+    SYSTEM_PRESSURE_MEMORY_SOME,
+    SYSTEM_PROCESSES_BLOCKED,
+    SYSTEM_SWAP_USAGE,
+)
 from .base import Deltas, Reading, SourceUnavailable, SplitSource, open_optional, open_proc
 
 
@@ -29,7 +57,7 @@ class HostCPU(SplitSource):
       second).
     """
 
-    name = "host.cpu"
+    name = SOURCE_HOST_CPU
 
     def __init__(self, root: str = "/proc", per_core: bool = True,
                  stat_interval_s: float = 0.05) -> None:
@@ -66,9 +94,9 @@ class HostCPU(SplitSource):
             load = load_text.split()
             running = load[3].partition(b"/")[0] if len(load) > 3 else b""
             if running.isdigit() and stat is None:
-                out.append(Reading("system.cpu.run_queue", max(int(running) - 1, 0)))
+                out.append(Reading(SYSTEM_CPU_RUN_QUEUE, max(int(running) - 1, 0)))
             if load_due:
-                out.append(Reading("system.cpu.load_average.1m", float(load[0])))
+                out.append(Reading(SYSTEM_CPU_LOAD_AVERAGE_1M, float(load[0])))
         if stat is None:
             return out
         cores = 0
@@ -93,9 +121,9 @@ class HostCPU(SplitSource):
                     device = names.get(label)
                     if device is None:
                         device = names[label] = None if label == b"cpu" else label.decode()
-                    out.append(Reading("system.cpu.utilization", util, device))
-        for key, metric, less in ((b"\nprocs_running ", "system.cpu.run_queue", 1),
-                                  (b"\nprocs_blocked ", "system.processes.blocked", 0)):
+                    out.append(Reading(SYSTEM_CPU_UTILIZATION, util, device))
+        for key, metric, less in ((b"\nprocs_running ", SYSTEM_CPU_RUN_QUEUE, 1),
+                                  (b"\nprocs_blocked ", SYSTEM_PROCESSES_BLOCKED, 0)):
             i = stat.find(key)
             if i >= 0:
                 j = stat.find(b"\n", i + 1)
@@ -103,8 +131,17 @@ class HostCPU(SplitSource):
                 if value.isdigit():
                     out.append(Reading(metric, max(int(value) - less, 0)))
         if load_due:  # it does not change: once a second
-            out.append(Reading("system.cpu.logical.count", cores))
+            out.append(Reading(SYSTEM_CPU_LOGICAL_COUNT, cores))
         return out
+
+
+# (PSI file, line kind) -> metric. No ("cpu", b"full"): undefined for the whole system (the
+# kernel reports it as zero since 5.13); only a cgroup's cpu.pressure has a meaningful one.
+_PSI_METRICS = {("cpu", b"some"): SYSTEM_PRESSURE_CPU_SOME,
+                ("memory", b"some"): SYSTEM_PRESSURE_MEMORY_SOME,
+                ("memory", b"full"): SYSTEM_PRESSURE_MEMORY_FULL,
+                ("io", b"some"): SYSTEM_PRESSURE_IO_SOME,
+                ("io", b"full"): SYSTEM_PRESSURE_IO_FULL}
 
 
 class Pressure(SplitSource):
@@ -120,7 +157,7 @@ class Pressure(SplitSource):
     interval loses only resolution.
     """
 
-    name = "host.pressure"
+    name = SOURCE_HOST_PRESSURE
     RESOURCES = ("cpu", "memory", "io")
 
     def __init__(self, root: str = "/proc", slow_interval_s: float = 0.5) -> None:
@@ -129,7 +166,6 @@ class Pressure(SplitSource):
             self.files[res] = open_proc(f"{root}/pressure/{res}",
                                         "pressure stall information (kernel without PSI?)")
         self.deltas = Deltas()
-        self._names: dict = {}  # (resource, kind) -> metric name
         self.slow_interval_ns = int(slow_interval_s * 1e9)
         self._last_slow = -(1 << 62)
 
@@ -143,24 +179,20 @@ class Pressure(SplitSource):
 
     def parse(self, now_ns: int, snap: list) -> list:
         out = []
-        names = self._names
+        metrics = _PSI_METRICS
         for res, text in snap:
             for line in text.split(b"\n"):
                 if not line:
                     continue
                 kind, _, rest = line.partition(b" ")
-                if res == "cpu" and kind == b"full":
-                    # undefined for the whole system (the kernel reports it as zero since
-                    # 5.13); only a cgroup's cpu.pressure has a meaningful "full"
+                name = metrics.get((res, kind))
+                if name is None:  # cpu "full" (see _PSI_METRICS)
                     continue
                 total = rest.rpartition(b"total=")[2]
                 if not total:
                     continue
                 d = self.deltas.delta((res, kind), int(total), now_ns)
                 if d is not None:
-                    name = names.get((res, kind))
-                    if name is None:
-                        name = names[(res, kind)] = f"system.pressure.{res}.{kind.decode()}"
                     out.append(Reading(name, min(d[0] / 1e6 / d[1], 1.0)))
         return out
 
@@ -177,13 +209,13 @@ class Memory(SplitSource):
     and PSI (read every round) already says when memory stalls the host.
     """
 
-    name = "host.memory"
+    name = SOURCE_HOST_MEMORY
     min_interval_s = 1.0  # slow-moving and the biggest files (PSI says the pressure per round)
 
     _MEMINFO = {b"MemTotal:": "total", b"MemAvailable:": "available",
                 b"SwapTotal:": "swap_total", b"SwapFree:": "swap_free"}
-    _VMSTAT = {b"pswpin ": "system.paging.swap_in", b"pswpout ": "system.paging.swap_out",
-               b"pgmajfault ": "system.paging.major_faults"}
+    _VMSTAT = {b"pswpin ": SYSTEM_PAGING_SWAP_IN, b"pswpout ": SYSTEM_PAGING_SWAP_OUT,
+               b"pgmajfault ": SYSTEM_PAGING_MAJOR_FAULTS}
 
     def __init__(self, root: str = "/proc") -> None:
         self.meminfo = open_proc(f"{root}/meminfo", "memory")
@@ -199,12 +231,12 @@ class Memory(SplitSource):
         out = []
         total, available = values["total"], values["available"]
         if total is not None:
-            out.append(Reading("system.memory.limit", total * 1024))
+            out.append(Reading(SYSTEM_MEMORY_LIMIT, total * 1024))
             if available is not None:
-                out.append(Reading("system.memory.available", available * 1024))
-                out.append(Reading("system.memory.usage", (total - available) * 1024))
+                out.append(Reading(SYSTEM_MEMORY_AVAILABLE, available * 1024))
+                out.append(Reading(SYSTEM_MEMORY_USAGE, (total - available) * 1024))
         if values["swap_total"] is not None and values["swap_free"] is not None:
-            out.append(Reading("system.swap.usage",
+            out.append(Reading(SYSTEM_SWAP_USAGE,
                                (values["swap_total"] - values["swap_free"]) * 1024))
         if vmstat is not None:
             text = b"\n" + vmstat
@@ -246,7 +278,7 @@ class DiskNet(SplitSource):
     Once a second, as :class:`Memory`.
     """
 
-    name = "host.io"
+    name = SOURCE_HOST_IO
     min_interval_s = 1.0
 
     def __init__(self, root: str = "/proc", sys_root: str = "/sys") -> None:
@@ -279,12 +311,12 @@ class DiskNet(SplitSource):
                 share = min(busy[0] / 1e3 / busy[1], 1.0)
                 busiest = share if busiest is None else max(busiest, share)
         out = []
-        for metric, value in (("system.disk.io.read", read), ("system.disk.io.write", written)):
+        for metric, value in ((SYSTEM_DISK_IO_READ, read), (SYSTEM_DISK_IO_WRITE, written)):
             rate = self.deltas.rate(metric, value, now_ns)
             if rate is not None:
                 out.append(Reading(metric, rate))
         if busiest is not None:
-            out.append(Reading("system.disk.utilization", busiest))
+            out.append(Reading(SYSTEM_DISK_UTILIZATION, busiest))
         if netdev is not None:
             rx = tx = 0
             for line in netdev.split(b"\n")[2:]:
@@ -294,8 +326,8 @@ class DiskNet(SplitSource):
                     continue
                 rx += int(f[0])
                 tx += int(f[8])
-            for metric, value in (("system.network.io.receive", rx),
-                                  ("system.network.io.transmit", tx)):
+            for metric, value in ((SYSTEM_NETWORK_IO_RECEIVE, rx),
+                                  (SYSTEM_NETWORK_IO_TRANSMIT, tx)):
                 rate = self.deltas.rate(metric, value, now_ns)
                 if rate is not None:
                     out.append(Reading(metric, rate))
@@ -305,10 +337,10 @@ class DiskNet(SplitSource):
 def host_sources(root: str = "/proc", per_core: bool = True) -> tuple:
     """(sources that work here, [(name, reason)] of those that do not)."""
     made, absent = [], []
-    for name, make in (("host.cpu", lambda: HostCPU(root, per_core)),
-                       ("host.pressure", lambda: Pressure(root)),
-                       ("host.memory", lambda: Memory(root)),
-                       ("host.io", lambda: DiskNet(root))):
+    for name, make in ((SOURCE_HOST_CPU, lambda: HostCPU(root, per_core)),
+                       (SOURCE_HOST_PRESSURE, lambda: Pressure(root)),
+                       (SOURCE_HOST_MEMORY, lambda: Memory(root)),
+                       (SOURCE_HOST_IO, lambda: DiskNet(root))):
         try:
             made.append(make())
         except SourceUnavailable as e:

@@ -26,21 +26,30 @@ import urllib.request
 from typing import Iterator, Optional
 from urllib.parse import urlparse
 
+from ..metric_names import (
+    MODEL_SERVER_KV_CACHE_USAGE,
+    MODEL_SERVER_PREEMPTIONS,
+    MODEL_SERVER_QUEUE_TIME,
+    MODEL_SERVER_REQUESTS_RUNNING,
+    MODEL_SERVER_REQUESTS_WAITING,
+    MODEL_SERVER_TIME_TO_FIRST_TOKEN,
+    SOURCE_MODEL_SERVER,
+)
 from .base import Deltas, Reading
 
 GAUGES = {
-    "vllm:num_requests_running": "model_server.requests.running",
-    "vllm:num_requests_waiting": "model_server.requests.waiting",
-    "sglang:num_running_reqs": "model_server.requests.running",
-    "sglang:num_queue_reqs": "model_server.requests.waiting",
+    "vllm:num_requests_running": MODEL_SERVER_REQUESTS_RUNNING,
+    "vllm:num_requests_waiting": MODEL_SERVER_REQUESTS_WAITING,
+    "sglang:num_running_reqs": MODEL_SERVER_REQUESTS_RUNNING,
+    "sglang:num_queue_reqs": MODEL_SERVER_REQUESTS_WAITING,
 }
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
-COUNTERS = {"vllm:num_preemptions_total": "model_server.preemptions",
-            "vllm:num_preemptions": "model_server.preemptions"}
+COUNTERS = {"vllm:num_preemptions_total": MODEL_SERVER_PREEMPTIONS,
+            "vllm:num_preemptions": MODEL_SERVER_PREEMPTIONS}
 HISTOGRAMS = {
-    "vllm:time_to_first_token_seconds": "model_server.time_to_first_token",
-    "sglang:time_to_first_token_seconds": "model_server.time_to_first_token",
-    "vllm:request_queue_time_seconds": "model_server.queue_time",
+    "vllm:time_to_first_token_seconds": MODEL_SERVER_TIME_TO_FIRST_TOKEN,
+    "sglang:time_to_first_token_seconds": MODEL_SERVER_TIME_TO_FIRST_TOKEN,
+    "vllm:request_queue_time_seconds": MODEL_SERVER_QUEUE_TIME,
 }
 
 
@@ -100,7 +109,7 @@ def _labels(line: str, i: int) -> tuple:
 class PrometheusEndpoint:
     """Scrape ``url`` (e.g. ``http://127.0.0.1:8000/metrics``)."""
 
-    name = "model_server"
+    name = SOURCE_MODEL_SERVER
     background = True  # an HTTP scrape may block: the sampler gives it its own thread
 
     def __init__(self, url: str, timeout_s: float = 0.5, min_interval_s: float = 0.25) -> None:
@@ -141,7 +150,7 @@ class PrometheusEndpoint:
         dev = self.device
         out = [Reading(m, v, dev) for m, v in gauges.items()]
         if kv is not None:
-            out.append(Reading("model_server.kv_cache.usage", kv, dev))
+            out.append(Reading(MODEL_SERVER_KV_CACHE_USAGE, kv, dev))
         for metric, total in counters.items():
             rate = self.deltas.rate(metric, total, now_ns)
             if rate is not None:

@@ -33,6 +33,19 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from ..metric_names import (
+    AGENTSCOPE_TREE_CPU_UTILIZATION,
+    AGENTSCOPE_TREE_MAJOR_FAULTS,
+    AGENTSCOPE_TREE_MEMORY_RSS,
+    AGENTSCOPE_TREE_PROCESSES,
+    AGENTSCOPE_TREE_RUNQUEUE_WAIT,
+    AGENTSCOPE_TREE_THREADS,
+    PROCESS_CONTEXT_SWITCHES,
+    PROCESS_CPU_UTILIZATION,
+    PROCESS_MEMORY_RSS,
+    PROCESS_RUNQUEUE_WAIT,
+    SOURCE_PROCESS_TREE,
+)
 from .base import Deltas, ProcFile, Reading, SourceUnavailable, SplitSource
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -75,7 +88,7 @@ def stat_fields(data: bytes) -> list:
 class ProcessTree(SplitSource):
     """Counters of process ``pid`` and all its descendants (see the module docstring)."""
 
-    name = "process.tree"
+    name = SOURCE_PROCESS_TREE
 
     def __init__(self, pid: int, root: str = "/proc", discover_interval_s: float = 0.5,
                  per_process_hz: float = 1.0, stat_interval_s: float = 1.0) -> None:
@@ -302,29 +315,29 @@ class ProcessTree(SplitSource):
         last = self._last_sample_ns
         if last is not None and now_ns > last:
             dt = now_ns - last
-            out.append(Reading("agentscope.tree.cpu.utilization", used_ns / dt, None, root))
-            out.append(Reading("agentscope.tree.runqueue_wait", waited_ns / dt, None, root))
+            out.append(Reading(AGENTSCOPE_TREE_CPU_UTILIZATION, used_ns / dt, None, root))
+            out.append(Reading(AGENTSCOPE_TREE_RUNQUEUE_WAIT, waited_ns / dt, None, root))
         self._last_sample_ns = now_ns
         if stat_round:
-            out.append(Reading("agentscope.tree.processes", len(members), None, root))
-            out.append(Reading("agentscope.tree.threads", threads, None, root))
-            out.append(Reading("agentscope.tree.memory.rss",
+            out.append(Reading(AGENTSCOPE_TREE_PROCESSES, len(members), None, root))
+            out.append(Reading(AGENTSCOPE_TREE_THREADS, threads, None, root))
+            out.append(Reading(AGENTSCOPE_TREE_MEMORY_RSS,
                                sum(m.rss for m in members.values()), None, root))
             rate = self.deltas.rate("faults", sum(m.faults for m in members.values()),
                                     now_ns)
             if rate is not None:
-                out.append(Reading("agentscope.tree.major_faults", rate, None, root))
+                out.append(Reading(AGENTSCOPE_TREE_MAJOR_FAULTS, rate, None, root))
         if per_process:
             for pid, m in members.items():
-                out.append(Reading("process.memory.rss", m.rss, None, pid))
+                out.append(Reading(PROCESS_MEMORY_RSS, m.rss, None, pid))
                 mark, m.mark = m.mark, (now_ns, m.own_ns, m.wait_ns, m.slices)
                 if mark is not None and now_ns > mark[0]:
                     secs = (now_ns - mark[0]) / 1e9
-                    out.append(Reading("process.cpu.utilization",
+                    out.append(Reading(PROCESS_CPU_UTILIZATION,
                                        (m.own_ns - mark[1]) / 1e9 / secs, None, pid))
-                    out.append(Reading("process.runqueue_wait",
+                    out.append(Reading(PROCESS_RUNQUEUE_WAIT,
                                        (m.wait_ns - mark[2]) / 1e9 / secs, None, pid))
-                    out.append(Reading("process.context_switches",
+                    out.append(Reading(PROCESS_CONTEXT_SWITCHES,
                                        (m.slices - mark[3]) / secs, None, pid))
         if dropped:  # walk the tree again at the next snapshot
             self._last_discover = -(1 << 62)

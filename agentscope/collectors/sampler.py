@@ -28,13 +28,21 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from .._log import log, log_once
-from ..capture.writer import _safe_host
 from ..formats import samplefile
+from ..metric_names import (
+    AGENTSCOPE_COLLECTOR_CPU,
+    AGENTSCOPE_COLLECTOR_ERRORS,
+    AGENTSCOPE_COLLECTOR_INTERVAL,
+    AGENTSCOPE_COLLECTOR_UP,
+    AGENTSCOPE_PYTHON_GIL_WAIT,
+    SOURCE_COLLECTOR,
+    SOURCE_GPU_NVIDIA,
+    SOURCE_PROCESS_TREE,
+    SOURCE_PYTHON,
+)
 from ..records import SampleRecord
 from .base import Source, snapshots
 
-SELF = "agentscope.collector"
-GIL_WAIT = "agentscope.python.gil_wait"  # s the in-process sampler ran late after a wake-up
 _NO_SNAPSHOT = object()
 
 
@@ -54,8 +62,8 @@ class Sampler:
             raise ValueError(f"interval must be positive, got {interval_s}")
         self.host = host or socket.gethostname()
         self.pid = os.getpid()
-        self.path = self.directory / (f"{samplefile.FILE_PREFIX}{_safe_host(self.host)}-{self.pid}-"
-                                      f"{int(time.time() * 1000)}-{tag}{samplefile.FILE_SUFFIX}")
+        self.path = self.directory / samplefile.file_name(self.host, self.pid,
+                                                          int(time.time() * 1000), tag)
         self.errors = {s.name: 0 for s in self.sources}
         self.rounds = 0
         self.samples = 0
@@ -105,9 +113,11 @@ class Sampler:
         if not self._started:
             self._started = True
             for s in self.sources:
-                lines.append(encode(record(now, host, None, s.name, None, f"{SELF}.up", 1.0)))
+                lines.append(encode(record(now, host, None, s.name, None, AGENTSCOPE_COLLECTOR_UP,
+                                          1.0)))
             for name, reason in self.absent:
-                lines.append(encode(record(now, host, None, name, None, f"{SELF}.up", 0.0)))
+                lines.append(encode(record(now, host, None, name, None, AGENTSCOPE_COLLECTOR_UP,
+                                          0.0)))
                 log.info("agentscope collector: %s absent: %s", name, reason)
         due, snaps = self._next_due, self._snaps
         for i, (s, every_ns, snap) in enumerate(self._plan):
@@ -147,8 +157,8 @@ class Sampler:
             encode, record, host = samplefile.encode, SampleRecord, self.host
             for s, ns, snap in snaps:
                 if s is None:
-                    lines.append(encode(record(ns, host, self.pid, "python", None, GIL_WAIT,
-                                               snap)))
+                    lines.append(encode(record(ns, host, self.pid, SOURCE_PYTHON, None,
+                                               AGENTSCOPE_PYTHON_GIL_WAIT, snap)))
                 else:
                     self._read(s, ns, lines, snap)
             if lines:
@@ -211,15 +221,16 @@ class Sampler:
         if self._cpu_mark is not None:
             c0, t0 = self._cpu_mark
             if now > t0:
-                out.append(encode(record(now, host, self.pid, SELF, None, f"{SELF}.cpu",
+                out.append(encode(record(now, host, self.pid, SOURCE_COLLECTOR, None,
+                                         AGENTSCOPE_COLLECTOR_CPU,
                                          (cpu - c0) / ((now - t0) / 1e9))))
         self._cpu_mark = (cpu, now)
-        out.append(encode(record(now, host, self.pid, SELF, None, f"{SELF}.interval",
-                                 self.interval_s)))
+        out.append(encode(record(now, host, self.pid, SOURCE_COLLECTOR, None,
+                                 AGENTSCOPE_COLLECTOR_INTERVAL, self.interval_s)))
         for name, count in self.errors.items():
             if count:
-                out.append(encode(record(now, host, self.pid, name, None, f"{SELF}.errors",
-                                         float(count))))
+                out.append(encode(record(now, host, self.pid, name, None,
+                                         AGENTSCOPE_COLLECTOR_ERRORS, float(count))))
         return out
 
     def _write(self, text: str) -> None:
@@ -379,12 +390,12 @@ def default_sources(pid: Optional[int] = None, *, root: str = "/proc", per_core:
         try:
             sources.append(ProcessTree(pid, root))
         except SourceUnavailable as e:
-            absent.append(("process.tree", str(e)))
+            absent.append((SOURCE_PROCESS_TREE, str(e)))
     if gpus:
         try:
             sources.append(NvidiaGPU(nvml))
         except SourceUnavailable as e:
-            absent.append(("gpu.nvidia", str(e)))
+            absent.append((SOURCE_GPU_NVIDIA, str(e)))
     for url in model_servers:
         sources.append(PrometheusEndpoint(url))
     return sources, absent

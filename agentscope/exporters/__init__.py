@@ -1,5 +1,14 @@
-"""Exporters: present analysis results (terminal, Markdown, HTML, Prometheus, Grafana, OTLP).
+"""Exporters: present an :class:`~agentscope.analysis.Analysis`, never compute one.
 
-Not built yet: see the reports and Grafana issues. (The span *file writer* is part of
-capture: :mod:`agentscope.capture.writer`.)
+* :mod:`.table`: the terminal (rich) and Markdown views; :mod:`.views`: what they share with
+  the HTML report (typical tasks, a critical path as rows and bars);
+* :mod:`.html_report`: the self-contained HTML report (``agentscope report``);
+* :mod:`.prometheus`: the analysis and the latest counters as Prometheus metrics
+  (``agentscope serve``, ``analyze --push-gateway``); :mod:`.otlp_metrics`: the same over
+  OTLP/HTTP; :mod:`.grafana`: dashboards over them.
+
+They read the analysis (and, through its methods, the spans and counters of its store); they
+never hold a store connection. The JSON report is the analysis' own
+(:meth:`Analysis.to_json`). The span *file writer* is part of capture
+(:mod:`agentscope.capture.writer`).
 """

@@ -28,71 +28,31 @@ import time
 from importlib import resources
 from typing import Any, Optional
 
-import numpy as np
-
+from .. import metric_names as mn
+from ..analysis import Analysis, iso_time
 from ..analyzers.evidence import CLASSES
-from ..analyzers.tasks import Analysis
-from .json_report import iso_time
 from .views import typical_tasks
 
 SCHEMA = "agentscope.report/v1"
 COLOURS = {"gpu": "#b04fc8", "cpu": "#d9534f", "memory": "#e0a400", "io": "#2a9fd6",
            "queue": "#4866d4"}
 # counters drawn under a timeline: (metric, label, how to scale)
-COUNTERS = (("system.cpu.utilization", "host CPU busy", "share"),
-            ("system.pressure.cpu.some", "PSI cpu (runnable, waiting)", "share"),
-            ("system.pressure.memory.some", "PSI memory", "share"),
-            ("agentscope.tree.runqueue_wait", "agent threads waiting for a CPU", "value"),
-            ("hw.gpu.utilization", "GPU busy", "share"))
+COUNTERS = ((mn.SYSTEM_CPU_UTILIZATION, "host CPU busy", "share"),
+            (mn.SYSTEM_PRESSURE_CPU_SOME, "PSI cpu (runnable, waiting)", "share"),
+            (mn.SYSTEM_PRESSURE_MEMORY_SOME, "PSI memory", "share"),
+            (mn.AGENTSCOPE_TREE_RUNQUEUE_WAIT, "agent threads waiting for a CPU", "value"),
+            (mn.HW_GPU_UTILIZATION, "GPU busy", "share"))
 
 
 def _r(x: float, digits: int = 6) -> float:
     return round(float(x), digits)
 
 
-def fleet_breakdowns(analysis: Analysis) -> tuple:
-    """(per stage, per lane): critical-path seconds per class, from the section arrays when the
-    engine made them, else from the tasks' segments."""
-    by_stage: dict = {}
-    by_lane: dict = {}
-    sec = analysis.sections
-    if sec is not None and analysis.columns is not None and len(sec.task):
-        length = (np.asarray(sec.end) - np.asarray(sec.start)).astype(np.float64) / 1e9
-        weighted = np.asarray(sec.shares, dtype=np.float64) * length[:, None]
-        stage_col = np.asarray(analysis.columns["stage"], dtype=object)
-        span = np.asarray(sec.span)
-        stage = np.where(span >= 0, stage_col[np.maximum(span, 0)], "(gap)")
-        stage = np.array(["(none)" if s is None else s for s in stage], dtype=object)
-        lanes = np.array([t.lane or "(none)" for t in analysis.tasks], dtype=object)
-        lane = lanes[np.asarray(sec.task)]
-        for keys, out in ((stage, by_stage), (lane, by_lane)):
-            uniq, inv = np.unique(keys.astype(str), return_inverse=True)
-            sums = np.zeros((len(uniq), len(CLASSES)))
-            np.add.at(sums, inv, weighted)
-            for k, row in zip(uniq.tolist(), sums):
-                out[k] = {c: _r(v) for c, v in zip(CLASSES, row)}
-        return by_stage, by_lane
-    for t in analysis.tasks:
-        lane_row = by_lane.setdefault(t.lane or "(none)", dict.fromkeys(CLASSES, 0.0))
-        for s in t.segments:
-            length = (s.end_ns - s.start_ns) / 1e9
-            row = by_stage.setdefault(s.stage or ("(gap)" if s.span_id is None else "(none)"),
-                                      dict.fromkeys(CLASSES, 0.0))
-            for c, f in s.shares.items():
-                row[c] += f * length
-                lane_row[c] += f * length
-    for out in (by_stage, by_lane):
-        for row in out.values():
-            for c in row:
-                row[c] = _r(row[c])
-    return by_stage, by_lane
-
-
 def pick_timelines(analysis: Analysis, limit: int, typical: dict) -> list:
     """Indexes of the tasks that get a timeline: all of them when there are at most ``limit``;
     else the most typical task of each bottleneck class (``typical``, as
     :func:`views.typical_tasks` gives them), then the slowest."""
-    tasks = analysis.tasks
+    tasks = analysis.task_results
     if len(tasks) <= limit:
         return list(range(len(tasks)))
     chosen = list(typical.values())
@@ -104,45 +64,12 @@ def pick_timelines(analysis: Analysis, limit: int, typical: dict) -> list:
     return sorted(chosen[:limit])
 
 
-def _spans_of(store: Any, trace_ids: list) -> dict:
-    """trace_id -> [(span_id, parent, name, stage, start_ns, end_ns, host, status)]."""
-    if not trace_ids:
-        return {}
-    store.con.register("report_traces", {"trace_id": np.asarray(trace_ids, dtype=object)})
-    try:
-        rows = store.con.execute(
-            "SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.stage, s.start_ns, "
-            "s.end_ns, s.host, s.status FROM spans s JOIN report_traces r USING (trace_id) "
-            "ORDER BY s.trace_id, s.start_ns, s.end_ns DESC").fetchall()
-    finally:
-        store.con.unregister("report_traces")
-    out: dict = {}
-    for row in rows:
-        out.setdefault(row[0], []).append(row[1:])
-    return out
-
-
-def _counters_of(store: Any, windows: list) -> dict:
-    """For each (key, host, start_ns, end_ns): {label: {device: [[t_ns, value], ...]}} of the
+def _counters_of(analysis: Analysis, windows: list) -> dict:
+    """For each (key, host, start_ns, end_ns): {metric: {device: [[t_ns, value], ...]}} of the
     timeline counters on that host over the window (a sample just before included)."""
     if not windows:
         return {}
-    metrics = [m for m, _, _ in COUNTERS]
-    store.con.register("report_windows", {
-        "k": np.asarray([w[0] for w in windows], dtype=np.int64),
-        "host": np.asarray([w[1] for w in windows], dtype=object),
-        "lo": np.asarray([w[2] for w in windows], dtype=np.int64),
-        "hi": np.asarray([w[3] for w in windows], dtype=np.int64)})
-    try:
-        rows = store.con.execute(
-            "SELECT w.k, s.metric, coalesce(s.device, ''), s.ts_ns, s.value "
-            "FROM samples s JOIN report_windows w ON s.host = w.host "
-            "AND s.ts_ns BETWEEN w.lo - 2000000000 AND w.hi + 1000000000 "
-            "WHERE s.metric IN (SELECT unnest(?::VARCHAR[])) AND isfinite(s.value) "
-            "AND (s.device IS NULL OR s.metric = 'hw.gpu.utilization') "
-            "ORDER BY w.k, s.metric, s.device, s.ts_ns", [metrics]).fetchall()
-    finally:
-        store.con.unregister("report_windows")
+    rows = analysis.counters_in_windows(windows, [m for m, _, _ in COUNTERS])
     starts = {w[0]: w[2] for w in windows}
     out: dict = {}
     for k, metric, device, ts, value in rows:
@@ -154,14 +81,14 @@ def _counters_of(store: Any, windows: list) -> dict:
     return out
 
 
-def build(analysis: Analysis, problems: list = (), store: Any = None, timelines: int = 100,
-          title: str = "agentscope report", source: Optional[str] = None) -> dict:
+def build(analysis: Analysis, timelines: int = 100, title: str = "agentscope report",
+          source: Optional[str] = None) -> dict:
     """The report's data (what the page draws), as plain JSON-able values."""
-    # not analysis.prepare(): that builds every section's evidence in bulk (1.8 s for 1M
-    # spans); the report reads the sections of its timeline tasks only, built on first use
-    tasks = analysis.tasks
+    # the report reads the sections (and their words) of its timeline tasks only
+    tasks = analysis.task_results
     s = analysis.summary
-    by_stage, by_lane = fleet_breakdowns(analysis)
+    problems = analysis.problems
+    by_stage, by_lane = analysis.breakdown("stage"), analysis.breakdown("lane")
     typical = typical_tasks(tasks)
     chosen = pick_timelines(analysis, timelines, typical)
     rows = []
@@ -169,7 +96,7 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
         rows.append([t.name, t.lane or "", iso_time(t.start_ns), _r(t.duration_ns / 1e9),
                      t.bottleneck, t.confidence, [_r(t.shares.get(c, 0.0), 4) for c in CLASSES],
                      t.evidence[0] if t.evidence else "", t.trace_id, list(t.evidence[1:])])
-    spans = _spans_of(store, [tasks[i].trace_id for i in chosen]) if store is not None else {}
+    spans = analysis.spans_of([tasks[i].trace_id for i in chosen])
     lines: dict = {}
     windows = []
     for i in chosen:
@@ -197,7 +124,7 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
             h = max(sorted(on_path), key=lambda k: on_path[k])
             windows.append((i, h, t.start_ns, t.start_ns + t.duration_ns))
             lines[str(i)]["host"] = h
-    counters = _counters_of(store, windows) if store is not None else {}
+    counters = _counters_of(analysis, windows)
     for k, series in counters.items():
         t0 = tasks[k].start_ns
         lines[str(k)]["counters"] = [
@@ -211,10 +138,11 @@ def build(analysis: Analysis, problems: list = (), store: Any = None, timelines:
         "generated": iso_time(time.time_ns()),
         "classes": list(CLASSES),
         "colours": COLOURS,
-        "summary": {k: s[k] for k in ("tasks", "spans", "critical_path_s",
-                                      "share_of_critical_path", "bottlenecks",
-                                      "orchestration_share", "lanes") if k in s},
-        "gpu": s.get("gpu") or {},
+        "summary": {"tasks": s.tasks, "spans": s.spans, "critical_path_s": s.critical_path_s,
+                    "share_of_critical_path": s.share_of_critical_path,
+                    "bottlenecks": s.bottlenecks, "orchestration_share": s.orchestration_share,
+                    "lanes": s.lanes},
+        "gpu": s.gpu or {},
         "by_stage": by_stage,
         "by_lane": by_lane,
         "task_columns": ["name", "lane", "start", "duration_s", "bottleneck", "confidence",
@@ -275,10 +203,10 @@ def render(data: dict) -> str:
         f"<script>{_asset('report.js')}</script>\n</body></html>\n")
 
 
-def write(path: str, analysis: Analysis, problems: list = (), store: Any = None,
-          timelines: int = 100, source: Optional[str] = None) -> dict:
+def write(path: str, analysis: Analysis, timelines: int = 100,
+          source: Optional[str] = None) -> dict:
     """Build and write the report to ``path``; returns its data."""
-    data = build(analysis, problems, store, timelines, source=source,
+    data = build(analysis, timelines, source=source,
                  title=f"agentscope: {source}" if source else "agentscope report")
     with open(path, "w", encoding="utf-8") as f:
         f.write(render(data))

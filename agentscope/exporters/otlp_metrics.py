@@ -11,9 +11,10 @@ maps them back to the names ``agentscope serve`` uses (``agentscope_tasks_total`
 
 from __future__ import annotations
 
+import os
 import time
 import urllib.request
-from typing import Any
+from typing import Any, Optional
 
 from .prometheus import SAMPLED, analysis_metrics, sampled_metrics
 
@@ -37,9 +38,9 @@ for _otel, (_prom, _) in SAMPLED.items():
     OTEL_NAMES[_prom] = (_otel, _unit)
 
 
-def request(analysis: Any, con: Any = None, service: str = "agentscope") -> Any:
-    """An ``ExportMetricsServiceRequest`` with the metrics of ``analysis`` (and the latest
-    samples in ``con``)."""
+def request(analysis: Any, service: str = "agentscope") -> Any:
+    """An ``ExportMetricsServiceRequest`` with the metrics of ``analysis`` and the latest
+    samples of its store."""
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import \
         ExportMetricsServiceRequest
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -48,7 +49,7 @@ def request(analysis: Any, con: Any = None, service: str = "agentscope") -> Any:
     from .. import __version__
 
     now = time.time_ns()
-    families = analysis_metrics(analysis) + (sampled_metrics(con) if con is not None else [])
+    families = analysis_metrics(analysis) + sampled_metrics(analysis)
     req = ExportMetricsServiceRequest()
     rm = req.resource_metrics.add()
     rm.resource.attributes.append(KeyValue(key="service.name",
@@ -99,6 +100,29 @@ def request(analysis: Any, con: Any = None, service: str = "agentscope") -> Any:
                 p = m.gauge.data_points.add(time_unix_nano=now, as_double=s.value)
                 attrs(p, s.labels)
     return req
+
+
+def default_endpoint(env: Optional[dict] = None) -> str:
+    """Where OTLP metrics go when no endpoint is given, as the OpenTelemetry SDKs decide:
+    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``, else ``OTEL_EXPORTER_OTLP_ENDPOINT``/v1/metrics,
+    else http://localhost:4318/v1/metrics."""
+    env = os.environ if env is None else env
+    if env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"):
+        return env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"]
+    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/metrics"
+    return "http://localhost:4318/v1/metrics"
+
+
+def export(analysis: Any, endpoint: Optional[str] = None,
+           headers: "dict | None" = None) -> tuple:
+    """Send the metrics of ``analysis`` to ``endpoint`` (default: :func:`default_endpoint`);
+    returns (endpoint, metrics, data points, HTTP status). Raises on a failure."""
+    endpoint = endpoint or default_endpoint()
+    req = request(analysis)
+    metrics = req.resource_metrics[0].scope_metrics[0].metrics
+    points = sum(len(getattr(m, m.WhichOneof("data")).data_points) for m in metrics)
+    return endpoint, len(metrics), points, send(endpoint, req, headers=headers)
 
 
 def send(endpoint: str, req: Any, timeout: float = 30, headers: "dict | None" = None) -> int:

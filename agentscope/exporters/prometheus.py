@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
+from .. import metric_names as mn
 from ..analyzers.evidence import CLASSES
 
 # task durations: 10 ms .. 30 min
@@ -32,45 +33,45 @@ MAX_TASK_NAMES = 100  # more distinct task names than this: the rest are task="(
 
 # sampler metric -> (Prometheus name, help). Units per docs/collectors.md.
 SAMPLED = {
-    "system.cpu.utilization": ("system_cpu_utilization_ratio", "Host CPU busy, 0..1"),
-    "system.cpu.run_queue": ("system_cpu_run_queue", "Runnable tasks on the host"),
-    "system.cpu.logical.count": ("system_cpu_logical_count", "Logical CPUs of the host"),
-    "system.pressure.cpu.some": ("system_pressure_cpu_some_ratio",
+    mn.SYSTEM_CPU_UTILIZATION: ("system_cpu_utilization_ratio", "Host CPU busy, 0..1"),
+    mn.SYSTEM_CPU_RUN_QUEUE: ("system_cpu_run_queue", "Runnable tasks on the host"),
+    mn.SYSTEM_CPU_LOGICAL_COUNT: ("system_cpu_logical_count", "Logical CPUs of the host"),
+    mn.SYSTEM_PRESSURE_CPU_SOME: ("system_pressure_cpu_some_ratio",
                                  "Share of time some task waited for a CPU (PSI)"),
-    "system.pressure.memory.some": ("system_pressure_memory_some_ratio",
+    mn.SYSTEM_PRESSURE_MEMORY_SOME: ("system_pressure_memory_some_ratio",
                                     "Share of time some task stalled on memory (PSI)"),
-    "system.pressure.memory.full": ("system_pressure_memory_full_ratio",
+    mn.SYSTEM_PRESSURE_MEMORY_FULL: ("system_pressure_memory_full_ratio",
                                     "Share of time all tasks stalled on memory (PSI)"),
-    "system.pressure.io.some": ("system_pressure_io_some_ratio",
+    mn.SYSTEM_PRESSURE_IO_SOME: ("system_pressure_io_some_ratio",
                                 "Share of time some task stalled on I/O (PSI)"),
-    "system.memory.usage": ("system_memory_usage_bytes", "Host memory in use"),
-    "system.memory.available": ("system_memory_available_bytes", "Host memory available"),
-    "system.memory.limit": ("system_memory_limit_bytes", "Host memory in all"),
-    "system.paging.major_faults": ("system_paging_major_faults_per_second",
+    mn.SYSTEM_MEMORY_USAGE: ("system_memory_usage_bytes", "Host memory in use"),
+    mn.SYSTEM_MEMORY_AVAILABLE: ("system_memory_available_bytes", "Host memory available"),
+    mn.SYSTEM_MEMORY_LIMIT: ("system_memory_limit_bytes", "Host memory in all"),
+    mn.SYSTEM_PAGING_MAJOR_FAULTS: ("system_paging_major_faults_per_second",
                                    "Major page faults per second"),
-    "system.paging.swap_in": ("system_paging_swap_in_per_second", "Pages swapped in per second"),
-    "system.disk.io.read": ("system_disk_io_read_bytes_per_second", "Disk reads"),
-    "system.disk.io.write": ("system_disk_io_write_bytes_per_second", "Disk writes"),
-    "system.network.io.receive": ("system_network_io_receive_bytes_per_second",
+    mn.SYSTEM_PAGING_SWAP_IN: ("system_paging_swap_in_per_second", "Pages swapped in per second"),
+    mn.SYSTEM_DISK_IO_READ: ("system_disk_io_read_bytes_per_second", "Disk reads"),
+    mn.SYSTEM_DISK_IO_WRITE: ("system_disk_io_write_bytes_per_second", "Disk writes"),
+    mn.SYSTEM_NETWORK_IO_RECEIVE: ("system_network_io_receive_bytes_per_second",
                                   "Network received"),
-    "system.network.io.transmit": ("system_network_io_transmit_bytes_per_second",
+    mn.SYSTEM_NETWORK_IO_TRANSMIT: ("system_network_io_transmit_bytes_per_second",
                                    "Network sent"),
-    "hw.gpu.utilization": ("hw_gpu_utilization_ratio", "GPU busy (NVML), 0..1"),
-    "hw.gpu.memory.utilization": ("hw_gpu_memory_utilization_ratio",
+    mn.HW_GPU_UTILIZATION: ("hw_gpu_utilization_ratio", "GPU busy (NVML), 0..1"),
+    mn.HW_GPU_MEMORY_UTILIZATION: ("hw_gpu_memory_utilization_ratio",
                                   "GPU memory bandwidth busy (NVML), 0..1"),
-    "hw.gpu.memory.usage": ("hw_gpu_memory_usage_bytes", "GPU memory in use"),
-    "hw.gpu.memory.limit": ("hw_gpu_memory_limit_bytes", "GPU memory in all"),
-    "hw.gpu.power": ("hw_gpu_power_watts", "GPU power draw"),
-    "hw.gpu.clock.sm": ("hw_gpu_clock_sm_megahertz", "GPU SM clock"),
-    "agentscope.tree.cpu.utilization": ("agentscope_tree_cpu_utilization_cores",
+    mn.HW_GPU_MEMORY_USAGE: ("hw_gpu_memory_usage_bytes", "GPU memory in use"),
+    mn.HW_GPU_MEMORY_LIMIT: ("hw_gpu_memory_limit_bytes", "GPU memory in all"),
+    mn.HW_GPU_POWER: ("hw_gpu_power_watts", "GPU power draw"),
+    mn.HW_GPU_CLOCK_SM: ("hw_gpu_clock_sm_megahertz", "GPU SM clock"),
+    mn.AGENTSCOPE_TREE_CPU_UTILIZATION: ("agentscope_tree_cpu_utilization_cores",
                                         "CPU of the agent's process tree, in cores"),
-    "agentscope.tree.runqueue_wait": ("agentscope_tree_runqueue_wait_threads",
+    mn.AGENTSCOPE_TREE_RUNQUEUE_WAIT: ("agentscope_tree_runqueue_wait_threads",
                                       "Agent threads waiting for a CPU, on average"),
-    "model_server.requests.waiting": ("model_server_requests_waiting",
+    mn.MODEL_SERVER_REQUESTS_WAITING: ("model_server_requests_waiting",
                                       "Requests waiting at the model server"),
-    "model_server.requests.running": ("model_server_requests_running",
+    mn.MODEL_SERVER_REQUESTS_RUNNING: ("model_server_requests_running",
                                       "Requests running at the model server"),
-    "model_server.kv_cache.usage": ("model_server_kv_cache_usage_ratio",
+    mn.MODEL_SERVER_KV_CACHE_USAGE: ("model_server_kv_cache_usage_ratio",
                                     "Model server KV cache in use, 0..1"),
 }
 
@@ -99,10 +100,8 @@ def _families() -> Any:
 
 def analysis_metrics(analysis: Any) -> list:
     """The ``agentscope_*`` metric families of one analysis."""
-    from .html_report import fleet_breakdowns
-
     Counter, Gauge, Histogram = _families()
-    tasks = analysis.tasks
+    tasks = analysis.task_results
     names = _task_names(tasks)
     count = Counter("agentscope_tasks", "Tasks analysed, by bottleneck class, lane and task "
                     "name", labels=["bottleneck", "lane", "task"])
@@ -132,7 +131,7 @@ def analysis_metrics(analysis: Any) -> list:
         path.add_metric(list(key), v)
     for lane, v in sorted(orch_s.items()):
         orch.add_metric([lane], v)
-    by_stage, _ = fleet_breakdowns(analysis)
+    by_stage = analysis.breakdown("stage")
     stage = Counter("agentscope_critical_path_stage_seconds", "Critical-path seconds per "
                     "resource class, by the stage of the span that held the path",
                     labels=["class", "stage"])
@@ -142,9 +141,9 @@ def analysis_metrics(analysis: Any) -> list:
     summary = analysis.summary
     share = Gauge("agentscope_orchestration_ratio", "Share of all critical-path time that was "
                   "the agents' own code")
-    share.add_metric([], summary.get("orchestration_share", 0.0))
+    share.add_metric([], summary.orchestration_share)
     out = [count, duration, path, orch, stage, share]
-    gpu = summary.get("gpu")
+    gpu = summary.gpu
     if gpu:
         busy = Gauge("agentscope_gpu_busy_ratio", "Share of the analysed tasks' time the GPU "
                      "was busy", labels=["gpu", "host"])
@@ -185,13 +184,10 @@ def _le(b: float) -> str:
     return repr(float(b))
 
 
-def sampled_metrics(con: Any) -> list:
+def sampled_metrics(analysis: Any) -> list:
     """The latest value of each sampled host, GPU and model-server counter, as gauges."""
     _, Gauge, _ = _families()
-    rows = con.execute(
-        "SELECT metric, host, device, pid, arg_max(value, ts_ns), max(ts_ns) FROM samples "
-        "WHERE metric IN (SELECT unnest(?)) GROUP BY ALL ORDER BY ALL",
-        [list(SAMPLED)]).fetchall()
+    rows = analysis.latest_samples(list(SAMPLED))
     families: dict = {}
     for metric, host, device, pid, value, _ in rows:
         if value is None:
@@ -222,22 +218,15 @@ class TraceDirCollector:
         self.failures = 0  # refreshes that raised: the last good result is served meanwhile
 
     def _state(self) -> tuple:
-        from ..store.duckdb_store import Store
+        from ..analysis import source_state
 
-        found, _ = Store.sources(self.trace_dir)
-        return tuple(sorted((str(s.path), s.path.stat().st_size) for s in found))
+        return source_state(self.trace_dir)
 
     def refresh(self) -> None:
-        from ..analyzers.pipeline import analyze_store
-        from ..store.duckdb_store import Store
+        from ..analysis import analyze
 
-        store = Store.for_trace_dir(self.trace_dir, self.db)
-        try:
-            store.load(self.trace_dir)
-            analysis = analyze_store(store)
-            metrics = analysis_metrics(analysis) + sampled_metrics(store.con)
-        finally:
-            store.close()
+        analysis = analyze(self.trace_dir, self.db)
+        metrics = analysis_metrics(analysis) + sampled_metrics(analysis)
         up = _families()[1]("agentscope_last_refresh_timestamp_seconds", "When the trace "
                             "directory was last loaded and analysed")
         up.add_metric([], time.time())
@@ -276,11 +265,50 @@ class _Fixed:
         return iter(self.metrics)
 
 
-def registry_for(analysis: Any, con: Any = None) -> Any:
-    """A registry holding the metrics of ``analysis`` (and the samples in ``con``)."""
+def registry_for(analysis: Any) -> Any:
+    """A registry holding the metrics of ``analysis`` and the latest samples of its store."""
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=False)
-    metrics = analysis_metrics(analysis) + (sampled_metrics(con) if con is not None else [])
+    metrics = analysis_metrics(analysis) + sampled_metrics(analysis)
     registry.register(_Fixed(metrics))
     return registry
+
+
+def push(url: str, job: str, analysis: Any, timeout: float = 30) -> None:
+    """Push the metrics of ``analysis`` to a Prometheus Pushgateway at ``url``, replacing
+    ``job``'s (raises on a failure)."""
+    from prometheus_client import push_to_gateway
+
+    push_to_gateway(url, job=job, registry=registry_for(analysis), timeout=timeout)
+
+
+def serve(trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0,
+          port: int = 9464, address: str = "127.0.0.1",
+          ready: Optional[Callable[[str], None]] = None,
+          stop: Optional[threading.Event] = None) -> None:
+    """Serve the metrics of ``trace_dir`` on http://ADDRESS:PORT/metrics until SIGINT or
+    SIGTERM (or ``stop`` is set). The first analysis runs before the server starts, so its
+    errors raise here; ``ready(url)`` is called once it listens."""
+    import signal
+
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    collector = TraceDirCollector(trace_dir, db, refresh_s)
+    collector.refresh()
+    registry.register(collector)
+    server, _ = start_http_server(port, addr=address, registry=registry)
+    stop = stop or threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        if ready is not None:
+            ready(f"http://{address}:{server.server_port}/metrics")
+        stop.wait()
+    finally:
+        server.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

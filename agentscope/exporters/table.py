@@ -1,4 +1,5 @@
-"""The terminal view of an analysis: fleet summary, then the tasks (rich tables)."""
+"""The terminal and Markdown views of an analysis: the fleet summary, the slowest and the most
+typical task's critical path as a text timeline, then the slowest tasks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analyzers.evidence import CLASSES
-from ..analyzers.tasks import Analysis
+from ..analysis import Analysis
 from .views import bar, path_rows, typical_tasks
 
 COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue"}
@@ -23,23 +24,24 @@ def _bar(shares: dict, width: int = 20) -> str:
     return "".join(out)
 
 
-def render(analysis: Analysis, problems: list, console: Console, limit: int = 20) -> None:
+def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
+    """Print the analysis to a rich console."""
     s = analysis.summary
-    console.print(f"[bold]{s['tasks']} tasks[/], {s['spans']} spans, "
-                  f"{s['critical_path_s']:.3f} s on critical paths; "
-                  f"orchestration {s['orchestration_share']:.1%} of it")
+    console.print(f"[bold]{s.tasks} tasks[/], {s.spans} spans, "
+                  f"{s.critical_path_s:.3f} s on critical paths; "
+                  f"orchestration {s.orchestration_share:.1%} of it")
     fleet = Table(title="Where the critical-path time went", title_justify="left")
     for c in CLASSES:
         fleet.add_column(c, justify="right", style=COLOURS[c])
     fleet.add_column("bottleneck of", justify="left")
-    fleet.add_row(*(f"{s['share_of_critical_path'][c]:.1%}" for c in CLASSES),
-                  ", ".join(f"{n} {c}" for c, n in s["bottlenecks"].items()) or "-")
+    fleet.add_row(*(f"{s.share_of_critical_path[c]:.1%}" for c in CLASSES),
+                  ", ".join(f"{n} {c}" for c, n in s.bottlenecks.items()) or "-")
     console.print(fleet)
     for line in gpu_lines(s):
         console.print(line, markup=False, highlight=False)
-    for label, t in featured(analysis.tasks):
+    for label, t in featured(analysis.task_results):
         _timeline(console, label, t)
-    tasks = sorted(analysis.tasks, key=lambda t: -t.duration_ns)
+    tasks = sorted(analysis.task_results, key=lambda t: -t.duration_ns)
     table = Table(title=f"Tasks (slowest {min(limit, len(tasks))} of {len(tasks)})",
                   title_justify="left")
     for col, kw in (("task", {"overflow": "fold"}), ("lane", {}),
@@ -53,7 +55,7 @@ def render(analysis: Analysis, problems: list, console: Console, limit: int = 20
                       _bar(t.shares), _longest(t))
     console.print(table)
     console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES))
-    _problems(problems, console)
+    _problems(list(analysis.problems), console)
 
 
 def featured(tasks: list) -> list:
@@ -106,11 +108,11 @@ def _timeline(console: Console, label: str, t: Any) -> None:
         console.print(f"  evidence: {t.evidence[0]}", markup=False, highlight=False)
 
 
-def gpu_lines(summary: dict) -> list:
+def gpu_lines(summary: Any) -> list:
     """One line per GPU with counters: busy and idle share over the tasks' time, and what the
     critical paths were doing while it was idle."""
     out = []
-    for name, g in (summary.get("gpu") or {}).items():
+    for name, g in (summary.gpu or {}).items():
         idle_while = ", ".join(f"{k} {v:.0%}" for k, v in list(g["idle_while"].items())[:4])
         out.append(f"GPU {name}: busy {g['busy']:.0%}, idle {g['idle']:.0%} of "
                    f"{g['measured_s']:.1f} s" + (f"; while it was idle the critical paths "
@@ -140,23 +142,25 @@ def _problems(problems: list, console: Console, limit: int = 10) -> None:
         console.print(f"  ... and {len(problems) - limit} more ('agentscope check' lists all)")
 
 
-def markdown(analysis: Analysis, problems: list, limit: int = 20) -> str:
+def markdown(analysis: Analysis, limit: int = 20) -> str:
+    """The analysis as Markdown (e.g. for a CI job's summary)."""
     s = analysis.summary
-    lines = [f"## agentscope: {s['tasks']} tasks", "",
-             f"{s['critical_path_s']:.3f} s on critical paths; orchestration "
-             f"{s['orchestration_share']:.1%}.", "",
+    problems = analysis.problems
+    lines = [f"## agentscope: {s.tasks} tasks", "",
+             f"{s.critical_path_s:.3f} s on critical paths; orchestration "
+             f"{s.orchestration_share:.1%}.", "",
              "| " + " | ".join(CLASSES) + " |", "|" + "---:|" * len(CLASSES),
-             "| " + " | ".join(f"{s['share_of_critical_path'][c]:.1%}" for c in CLASSES) + " |",
-             "", "Bottlenecks: " + (", ".join(f"{n} {c}" for c, n in s["bottlenecks"].items())
+             "| " + " | ".join(f"{s.share_of_critical_path[c]:.1%}" for c in CLASSES) + " |",
+             "", "Bottlenecks: " + (", ".join(f"{n} {c}" for c, n in s.bottlenecks.items())
                                     or "none"), "",
-             *[f"- {_md(line)}" for line in gpu_lines(s)], *([""] if s.get("gpu") else []),
+             *[f"- {_md(line)}" for line in gpu_lines(s)], *([""] if s.gpu else []),
              "| task | lane | duration | bottleneck | confidence | main evidence |",
              "|---|---|---:|---|---:|---|"]
-    for t in sorted(analysis.tasks, key=lambda t: -t.duration_ns)[:limit]:
+    for t in sorted(analysis.task_results, key=lambda t: -t.duration_ns)[:limit]:
         evidence = (t.evidence[0] if t.evidence else "").replace("|", "\\|")
         lines.append(f"| {_md(t.name)} | {t.lane or '-'} | {t.duration_ns / 1e9:.3f} s | "
                      f"**{t.bottleneck}** | {t.confidence:.2f} | {evidence} |")
-    for label, t in featured(analysis.tasks):
+    for label, t in featured(analysis.task_results):
         lines += ["", f"**{_md(label)}**: {_md(t.name)} ({_md(t.lane or 'no lane')}, "
                       f"{t.duration_ns / 1e9:.3f} s, {t.bottleneck}, confidence "
                       f"{t.confidence:.2f})", "", "```"]

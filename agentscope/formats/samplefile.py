@@ -1,8 +1,9 @@
 """Sample files, format version 1: one counter reading per line.
 
-File names: ``samples-<host>-<pid>-<unix ms>[-<n>].jsonl``. Keys are the fields of
-:class:`agentscope.records.SampleRecord`. Counters that only grow (``*_total`` style, e.g.
-the span writer's drop count) are written cumulatively: the latest value is the total.
+File names: ``samples-<host>-<pid>-<unix ms>[-<tag>].jsonl`` (:func:`file_name`). Keys are
+the fields of :class:`agentscope.records.SampleRecord`. Counters that only grow (``*_total``
+style, e.g. the span writer's drop count) are written cumulatively: the latest value is the
+total.
 """
 
 from __future__ import annotations
@@ -15,9 +16,17 @@ from typing import Iterator
 from ..errors import TraceFormatError
 from ..records import SampleRecord
 from .lines import iter_lines
+from .naming import stem
 
 FILE_PREFIX = "samples-"
 FILE_SUFFIX = ".jsonl"
+
+
+def file_name(host: str, pid: int, ms: int, tag: str | None = None) -> str:
+    """``samples-<host>-<pid>-<ms>[-<tag>].jsonl``: process ``pid``'s sample file on ``host``,
+    started at ``ms`` (Unix ms); ``tag`` tells apart the writers of one process (the span
+    writer: none; a sampler: ``collector``, ``gil``)."""
+    return f"{FILE_PREFIX}{stem(host, pid, ms)}{'' if tag is None else f'-{tag}'}{FILE_SUFFIX}"
 
 
 def _s(value: "str | None") -> str:

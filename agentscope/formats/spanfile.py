@@ -18,11 +18,18 @@ from typing import Any, Iterator, Mapping
 from ..errors import TraceFormatError
 from ..records import SpanEvent, SpanLink, SpanRecord
 from .lines import iter_lines
+from .naming import stem
 
 FORMAT_VERSION = 1
 FILE_PREFIX = "spans-"
 FILE_SUFFIX = ".jsonl"
 FIELDS = SpanRecord._fields
+
+
+def file_name(host: str, pid: int, ms: int, part: int = 0) -> str:
+    """``spans-<host>-<pid>-<ms>[-<part>].jsonl``: process ``pid``'s span file on ``host``,
+    started at ``ms`` (Unix ms); ``part`` > 0 for the files after the first (size limit)."""
+    return f"{FILE_PREFIX}{stem(host, pid, ms)}{f'-{part}' if part else ''}{FILE_SUFFIX}"
 
 KINDS = ("internal", "server", "client", "producer", "consumer")
 STATUSES = ("unset", "ok", "error")

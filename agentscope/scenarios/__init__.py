@@ -16,9 +16,11 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable, Optional
+
 from .truth import Score, score
 
-__all__ = ["GPU_MISSING", "Score", "catalogue", "run", "score"]
+__all__ = ["GPU_MISSING", "Score", "catalogue", "describe", "record", "run", "score"]
 
 GPU_MISSING = ("gpu: no scenario records GPU-bound tasks without a GPU: they are recorded on a "
                "GPU machine (benchmarks/gpu_device_check.py), never simulated")
@@ -84,6 +86,30 @@ def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
             previous = []
     runs.write_text(json.dumps({"runs": previous + [meta]}, indent=2) + "\n")
     return code
+
+
+def record(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
+           hz: float = 10.0, say: Optional[Callable[[str], None]] = None) -> list:
+    """Record scenario ``name``, or every scenario (``"all"``, one folder each below ``out``);
+    returns the names of those that failed. A scenario this machine cannot produce is
+    skipped, with the reason (on the agent's stderr) and a line through ``say``. Raises
+    ValueError for an unknown name."""
+    names = list(catalogue()) if name == "all" else [name]
+    unknown = [n for n in names if n not in catalogue()]
+    if unknown:
+        raise ValueError(f"no scenario {unknown[0]!r}; see `agentscope scenarios list`")
+    failed = []
+    for n in names:
+        where = os.path.join(out, n) if name == "all" else str(out)
+        if say:
+            say(f"scenario {n} -> {where}")
+        code = run(n, where, tasks=tasks, load=load, hz=hz)
+        if code == UNAVAILABLE:
+            if say:
+                say(f"scenario {n}: not produced on this machine (see above)")
+        elif code:
+            failed.append(n)
+    return failed
 
 
 def describe(score_: Score) -> str:

@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from ..analyzers.evidence import CLASSES
+from ..analyzers.evidence import CLASSES, STAGE_CLASS, UNKNOWN_STAGE_CLASS
 
 TRUTH_PREFIX = "truth-"
 
@@ -191,8 +191,7 @@ def _ratio(a: float, b: float) -> float:
 
 
 # what a stage usually means: the verdict from labels alone (the baseline scored beside ours)
-LABEL_CLASS = {"queue": "queue", "inference": "gpu", "memory": "memory", "context": "cpu",
-               "task": "cpu", "agent": "cpu", "tool": "io", "env": "io"}
+LABEL_CLASS = {stage.value: cls for stage, cls in STAGE_CLASS.items()}
 
 
 def score(trace_dir: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None,
@@ -209,27 +208,22 @@ def score(trace_dir: "str | os.PathLike[str]", db: "str | os.PathLike[str] | Non
 def scores(trace_dir: "str | os.PathLike[str]",
            db: "str | os.PathLike[str] | None" = None) -> tuple:
     """(the analysis's score, the labels-only baseline's) from one load and analysis."""
-    from ..analyzers.pipeline import analyze_store
-    from ..store.duckdb_store import Store
+    from ..analysis import MEMORY, analyze
 
     truths, span_truth = read_truth(trace_dir)
     if not truths:
         raise ValueError(f"no truth files ({TRUTH_PREFIX}*.jsonl) in {trace_dir}: record it "
                          "with `agentscope scenarios run`")
-    store = Store(db)
-    try:
-        store.load(trace_dir)
-        analysis = analyze_store(store)
-        parents = dict(((t, s), p) for t, s, p in store.con.execute(
-            "SELECT trace_id, span_id, parent_span_id FROM spans").fetchall())
-        sections = store.con.execute(
-            "SELECT trace_id, span_id, name, stage, duration_s, " +
-            ", ".join(f"share_{c}" for c in CLASSES) + " FROM critical_path").fetchall()
-    finally:
-        store.close()
+    with analyze(trace_dir, db=MEMORY if db is None else db) as analysis:
+        _, rows = analysis.query_rows("SELECT trace_id, span_id, parent_span_id FROM spans")
+        parents = {(t, s): p for t, s, p in rows}
+        cp = analysis.critical_path
+        sections = list(zip(*(cp[c].tolist() for c in (
+            "trace_id", "span_id", "name", "stage", "duration_s",
+            *(f"share_{c}" for c in CLASSES)))))
     tasks = [(t.trace_id, t.name, t.start_ns, t.bottleneck, t.confidence, dict(t.shares))
-             for t in analysis.tasks]
-    label_sections = [(t, s, n, st, d, *[1.0 if LABEL_CLASS.get(st or "", "io") == c else 0.0
+             for t in analysis.task_results]
+    label_sections = [(t, s, n, st, d, *[1.0 if _label_class(st) == c else 0.0
                                          for c in CLASSES])
                       for t, s, n, st, d, *_ in sections]
     per: dict = {}
@@ -243,9 +237,13 @@ def scores(trace_dir: "str | os.PathLike[str]",
             _score(label_tasks, truths, span_truth, parents, label_sections))
 
 
+def _label_class(stage: Optional[str]) -> str:
+    return LABEL_CLASS.get(stage or "", UNKNOWN_STAGE_CLASS)
+
+
 def _top(seconds: "list | None") -> str:
     if not seconds:
-        return "io"
+        return UNKNOWN_STAGE_CLASS
     return CLASSES[max(range(len(CLASSES)), key=lambda k: seconds[k])]
 
 

@@ -1,5 +1,13 @@
-"""The store: reading capture files (and, later, loading them into DuckDB).
+"""The store: trace directories loaded into DuckDB, and the SQL over them.
 
-:func:`agentscope.store.tracedir.scan` reads and validates a trace directory in pure Python;
-the DuckDB loader of the analyze issue will sit beside it behind one small interface.
+* :mod:`.schema`: the tables' columns, the SQL files (``store/sql/``) and the typed results
+  of the analysis' queries; every other module of the store imports from it.
+* :mod:`.loading`: loading a directory incrementally (our span and sample files through
+  DuckDB's JSON reader; OTLP/JSON through :mod:`.otlp_arrow` with pyarrow, else :mod:`.otlp`);
+* :mod:`.duckdb_store`: :class:`~.duckdb_store.Store`, the one place that runs SQL: loading,
+  the analysis' input and saved results, the spans and counters reports read;
+* :mod:`.tracedir`: a pure-Python reader that validates every line (``agentscope check``).
+
+Nothing outside the store holds a DuckDB connection: the analysis and the reports call the
+store's methods (through :mod:`agentscope.analysis`).
 """

@@ -1,63 +1,48 @@
 """The embedded store: a DuckDB database of the spans and samples of trace directories.
 
-Tables ``spans``, ``samples`` (store/sql/schema.sql); loading is in :mod:`.loading`; the
-analysis results and the views ``tasks`` and ``critical_path`` are saved here by the
-analyzers (:meth:`Store.save_analysis`). SQL lives in ``store/sql/``.
+Tables ``spans``, ``samples`` (store/sql/schema.sql); loading is in :mod:`.loading`. The store
+owns its SQL (``store/sql/``): the analysis reads its input through :meth:`Store.analysis_input`
+and :meth:`Store.counter_series`, saves its results with :meth:`Store.save_analysis` (the views
+``tasks`` and ``critical_path``), and the reports read spans and counters through the methods
+below. Nobody else runs SQL on the connection, except a user's own read-only query
+(:meth:`Store.query`).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import duckdb
 
+from .. import metric_names as mn
 from ..errors import TraceFormatError
+from .loading import LoadReport, Loader, sources
+from .schema import DEFAULT_DB, MEMORY, AnalysisInput, CounterSeries, sql
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .loading import LoadReport
-
-SQL_DIR = Path(__file__).with_name("sql")
-DEFAULT_DB = Path(".agentscope") / "agentscope.duckdb"
-
-SPAN_COLUMNS = {
-    "trace_id": "VARCHAR", "span_id": "VARCHAR", "parent_span_id": "VARCHAR", "name": "VARCHAR",
-    "stage": "VARCHAR", "kind": "VARCHAR", "start_ns": "BIGINT", "end_ns": "BIGINT",
-    "status": "VARCHAR", "status_message": "VARCHAR", "service": "VARCHAR", "host": "VARCHAR",
-    "pid": "INTEGER", "tid": "BIGINT", "thread_cpu_ns": "BIGINT", "child_cpu_ns": "BIGINT",
-    "children": "INTEGER", "vcsw": "BIGINT", "ivcsw": "BIGINT", "minflt": "BIGINT",
-    "majflt": "BIGINT", "child_majflt": "BIGINT", "attrs": "VARCHAR", "events": "VARCHAR",
-    "links": "VARCHAR",
-}
-
-
-def _column(values: object) -> object:
-    import numpy as np
-
-    if isinstance(values, np.ndarray):
-        return values
-    values = list(values)
-    if any(isinstance(v, str) or v is None for v in values):
-        a = np.empty(len(values), dtype=object)
-        a[:] = values
-        return a
-    return np.asarray(values)
-
-
-def sql(name: str) -> str:
-    return (SQL_DIR / name).read_text()
+# the counter columns of analysis_input.sql, left out when there are no counters to join
+_COUNTER_COLUMNS = ("host_code", "pid", "vcsw", "ivcsw", "child_vcsw", "child_ivcsw")
 
 
 class Store:
-    """A DuckDB database holding the spans and samples of trace directories."""
+    """A DuckDB database holding the spans and samples of trace directories.
 
-    def __init__(self, path: "str | os.PathLike[str] | None" = None, read_only: bool = False):
+    ``path`` None or ``":memory:"``: in memory. ``keep_freed_blocks``: DuckDB keeps up to 1 GB
+    of the blocks it frees for reuse instead of returning them to the OS (for a short batch
+    process: the pages are not faulted in again and again)."""
+
+    def __init__(self, path: "str | os.PathLike[str] | None" = None, read_only: bool = False,
+                 keep_freed_blocks: bool = False) -> None:
+        if path is not None and str(path) == MEMORY:
+            path = None
         self.path = None if path is None else Path(path)
         if self.path is not None and not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(":memory:" if path is None else str(path), read_only=read_only)
+        self.con = duckdb.connect(MEMORY if path is None else str(path), read_only=read_only)
         self.con.execute("SET enable_progress_bar = false")  # we draw our own, on stderr
+        if keep_freed_blocks:
+            self.con.execute("SET block_allocator_memory = '1GB'")
         if not read_only:
             # bulk inserts in parallel, without a rewrite at checkpoint (measured: 1M spans
             # inserted in 0.7 s instead of 1.0 s + 0.5 s checkpoint); every query of ours that
@@ -67,9 +52,12 @@ class Store:
 
     @classmethod
     def for_trace_dir(cls, trace_dir: "str | os.PathLike[str]",
-                      db: "str | os.PathLike[str] | None" = None,
-                      read_only: bool = False) -> "Store":
-        return cls(Path(trace_dir) / DEFAULT_DB if db is None else db, read_only=read_only)
+                      db: "str | os.PathLike[str] | None" = None, read_only: bool = False,
+                      keep_freed_blocks: bool = False) -> "Store":
+        """The store of a trace directory: ``db``, else
+        ``TRACE_DIR/.agentscope/agentscope.duckdb``."""
+        return cls(Path(trace_dir) / DEFAULT_DB if db is None else db, read_only=read_only,
+                   keep_freed_blocks=keep_freed_blocks)
 
     def close(self) -> None:
         self.con.close()
@@ -84,24 +72,91 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- loading (agentscope/store/loading.py) ------------------------------------------------
+    # ---- loading (store/loading.py) -----------------------------------------------------------
     @staticmethod
     def sources(trace_dir: "str | os.PathLike[str]") -> tuple:
         """(loadable files, ignored files) below ``trace_dir``; hidden entries are skipped."""
-        from .loading import sources
-
         return sources(trace_dir)
 
     def load(self, trace_dir: "str | os.PathLike[str]",
              progress: Optional[Callable[[int], None]] = None,
-             found: Optional[tuple] = None) -> "LoadReport":
+             found: Optional[tuple] = None) -> LoadReport:
         """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read;
         ``found`` is what :meth:`sources` returned for it, if the caller already looked."""
-        from .loading import Loader
-
         return Loader(self).load(trace_dir, progress, found)
 
-    # ---- analysis results -----------------------------------------------------------------------
+    def problems(self) -> list:
+        """Every input problem of every load, by file and line."""
+        return [TraceFormatError(p, line, reason, span_id, bool(torn)) for p, line, span_id,
+                reason, torn in self._x(
+                    "SELECT path, line, span_id, reason, torn FROM load_problems "
+                    "ORDER BY path, line NULLS FIRST")]
+
+    def sample_count(self) -> int:
+        return self._x("SELECT count(*) FROM samples")[0][0]
+
+    # ---- the analysis' input and output ---------------------------------------------------------
+    def counter_series(self, metrics: Iterable[str]) -> Optional[CounterSeries]:
+        """The samples of ``metrics`` as series (store/sql/counter_series.sql), and which GPUs
+        processes use and which collectors found none; None when there are no such samples."""
+        import numpy as np
+
+        literal = ", ".join(_quote(m) for m in metrics)
+        list_sql, values_sql = [q for q in sql("counter_series.sql").format(metrics=literal)
+                                .split(";") if q.strip()]
+        keys = self._x(list_sql)
+        if not keys:
+            return None
+        got = self.con.execute(values_sql).fetchnumpy()
+        gpus_of: dict = {}
+        for host, pid, device in self._x(sql("gpus_of_processes.sql"),
+                                         {"metric": mn.PROCESS_GPU_MEMORY_USAGE}):
+            gpus_of.setdefault((host, pid), set()).add(device)
+        no_gpu = self._x(sql("collectors_without_gpu.sql"),
+                         {"up": mn.AGENTSCOPE_COLLECTOR_UP, "source": mn.SOURCE_GPU_NVIDIA})
+        return CounterSeries([tuple(k) for k in keys],
+                             np.asarray(got["ts_ns"], dtype=np.int64),
+                             np.asarray(got["value"], dtype=np.float64),
+                             [tuple(r) for r in no_gpu], gpus_of)
+
+    def analysis_input(self, with_counters: bool = False) -> AnalysisInput:
+        """Every span as the analysis reads it (store/sql/analysis_input.sql), with the columns
+        the counter rules need when ``with_counters``. Fetching columns is many times faster
+        than row tuples for a million spans."""
+        import numpy as np
+
+        from ..vocab import Stage
+
+        hosts: list = []
+        query = sql("analysis_input.sql")
+        if with_counters:
+            hosts = [h for (h,) in self._x(
+                "SELECT DISTINCT host FROM spans WHERE host IS NOT NULL ORDER BY host")]
+        else:
+            query = f"SELECT * EXCLUDE ({', '.join(_COUNTER_COLUMNS)}) FROM ({query})"
+        arrays = self.con.execute(query, {"hosts": hosts}).fetchnumpy()
+        # the rows come in any order: put them in idx order (each trace one contiguous run)
+        idx = np.asarray(arrays.pop("idx"), dtype=np.int64)
+        where = np.empty_like(idx)
+        where[idx] = np.arange(len(idx))
+        cols: dict = {}
+        for name, a in arrays.items():
+            data = np.ma.getdata(a)[where]
+            if np.ma.isMaskedArray(a):
+                mask = np.ma.getmaskarray(a)[where]
+                if mask.any():
+                    data = data.astype(object)
+                    data[mask] = None
+            cols[name] = data
+        # stages come as codes: one shared string object per stage instead of one per span
+        cols["stage_code"] = np.asarray(cols["stage_code"], dtype=np.int64)
+        cols["stage"] = np.array([None] + [s.value for s in Stage], dtype=object)[
+            cols["stage_code"]]
+        if with_counters:  # hosts likewise
+            cols["host"] = np.array([None] + hosts, dtype=object)[
+                np.asarray(cols.pop("host_code"), dtype=np.int64)]
+        return AnalysisInput(**cols)
+
     def save_analysis(self, task_columns: dict, section_columns: dict) -> None:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
         Each argument maps the table's column names to equally long lists or arrays."""
@@ -117,12 +172,93 @@ class Store:
             finally:
                 self.con.unregister("incoming")
 
-    # ---- reading --------------------------------------------------------------------------------
-    def all_problems(self) -> list:
-        return [TraceFormatError(p, line, reason, span_id, bool(torn)) for p, line, span_id,
-                reason, torn in self.con.execute(
-                    "SELECT path, line, span_id, reason, torn FROM load_problems "
-                    "ORDER BY path, line NULLS FIRST").fetchall()]
+    def gpu_idle(self) -> list:
+        """Per GPU, its busy and idle shares over the analysed tasks' time and what the critical
+        paths did while it sat idle (store/sql/gpu_idle.sql; needs a saved analysis):
+        [(host, device, busy, idle, measured_s, stage, class, share)]."""
+        return self._x(sql("gpu_idle.sql"), {"gpu_util": mn.HW_GPU_UTILIZATION})
 
-    def query(self, statement: str, params: Optional[list] = None):
+    def section_counter_means(self, hosts: Any, start: Any, end: Any,
+                              metrics: Iterable[str]) -> tuple:
+        """The reference join of counters to sections in SQL (store/sql/section_counters.sql):
+        (section index, metric, mean) arrays for every section with a host and every series
+        of ``metrics`` on it. (The analysis runs the same arithmetic in numpy.)"""
+        import numpy as np
+
+        hosts = np.asarray(hosts, dtype=object)
+        keep = np.flatnonzero(np.not_equal(hosts, None))
+        self.con.register("sections", {"sec_id": keep.astype(np.int64), "host": hosts[keep],
+                                       "a": np.asarray(start, dtype=np.int64)[keep],
+                                       "b": np.asarray(end, dtype=np.int64)[keep]})
+        try:
+            got = self.con.execute(sql("section_counters.sql").format(
+                metrics=", ".join(_quote(m) for m in metrics))).fetchnumpy()
+        finally:
+            self.con.unregister("sections")
+        return (np.asarray(got["sec_id"], dtype=np.int64),
+                np.asarray(got["metric"], dtype=object), np.asarray(got["mean"], dtype=np.float64))
+
+    # ---- reading, for reports -------------------------------------------------------------------
+    def spans_of(self, trace_ids: list) -> dict:
+        """trace_id -> [(span_id, parent, name, stage, start_ns, end_ns, host, status)], parents
+        before children that start with them."""
+        if not trace_ids:
+            return {}
+        import numpy as np
+
+        self.con.register("wanted_traces", {"trace_id": np.asarray(trace_ids, dtype=object)})
+        try:
+            rows = self._x(sql("spans_of_traces.sql"))
+        finally:
+            self.con.unregister("wanted_traces")
+        out: dict = {}
+        for row in rows:
+            out.setdefault(row[0], []).append(row[1:])
+        return out
+
+    def counters_in_windows(self, windows: list, metrics: Iterable[str],
+                            per_device: str = mn.HW_GPU_UTILIZATION) -> list:
+        """For each window (key, host, start_ns, end_ns): the samples of ``metrics`` on its host
+        over it, from the one in force at its start (store/sql/counters_in_windows.sql):
+        [(key, metric, device or '', ts_ns, value)] by key, metric, device and time."""
+        if not windows:
+            return []
+        import numpy as np
+
+        self.con.register("windows", {
+            "k": np.asarray([w[0] for w in windows], dtype=np.int64),
+            "host": np.asarray([w[1] for w in windows], dtype=object),
+            "lo": np.asarray([w[2] for w in windows], dtype=np.int64),
+            "hi": np.asarray([w[3] for w in windows], dtype=np.int64)})
+        try:
+            return self._x(sql("counters_in_windows.sql"),
+                           {"metrics": list(metrics), "per_device": per_device})
+        finally:
+            self.con.unregister("windows")
+
+    def latest_samples(self, metrics: Iterable[str]) -> list:
+        """The latest value of each series of ``metrics`` (store/sql/latest_samples.sql):
+        [(metric, host, device, pid, value, ts_ns)]."""
+        return self._x(sql("latest_samples.sql"), {"metrics": list(metrics)})
+
+    def query(self, statement: str, params: Optional[list] = None) -> Any:
+        """Run ``statement``; returns DuckDB's cursor (``fetchall()``, ``fetchdf()``, ...)."""
         return self.con.execute(statement, params or [])
+
+
+def _column(values: object) -> object:
+    import numpy as np
+
+    if isinstance(values, np.ndarray):
+        return values
+    values = list(values)
+    if any(isinstance(v, str) or v is None for v in values):
+        a = np.empty(len(values), dtype=object)
+        a[:] = values
+        return a
+    return np.asarray(values)
+
+
+def _quote(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + str(text).replace("'", "''") + "'"

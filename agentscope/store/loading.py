@@ -25,13 +25,11 @@ from ..errors import TraceFormatError
 from ..formats import samplefile, spanfile
 from ..formats.spanfile import MIN_EPOCH_NS
 from ..records import SpanRecord
-from . import otlp
-from .duckdb_store import SPAN_COLUMNS, sql
+from . import otlp, otlp_arrow
+from .schema import SAMPLE_COLUMNS, SPAN_COLUMNS, sql
 from .tracedir import capture_kind, hidden
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
-SAMPLE_COLUMNS = {"ts_ns": "BIGINT", "host": "VARCHAR", "pid": "INTEGER", "source": "VARCHAR",
-                  "device": "VARCHAR", "metric": "VARCHAR", "value": "DOUBLE"}
 
 _VALID_SPAN = """
     trace_id IS NOT NULL AND regexp_full_match(trace_id, '[0-9a-f]{32}')
@@ -96,7 +94,8 @@ def sources(trace_dir: "str | os.PathLike[str]") -> tuple:
 
 
 class Loader:
-    """One load of a trace directory into a :class:`~agentscope.store.duckdb_store.Store`."""
+    """One load of a trace directory into a :class:`~agentscope.store.duckdb_store.Store`
+    (given as the store, whose connection it uses)."""
 
     def __init__(self, store: Any) -> None:
         self.con = store.con
@@ -268,8 +267,6 @@ class Loader:
 
     def _stage_otlp_fast(self, src: _Source, complete: bytes, whole_file: bool) -> Optional[int]:
         """Try the pyarrow fast path for OTLP lines (see store/otlp_arrow.py)."""
-        from . import otlp_arrow
-
         if whole_file:
             return otlp_arrow.stage(self.con, str(src.path), complete)
         with _temp_jsonl(complete) as tmp:

@@ -9,14 +9,12 @@ are the same either way (tests/test_store.py compares them).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
 from .. import semconv
 from ..formats.spanfile import MIN_EPOCH_NS
-from .duckdb_store import SPAN_COLUMNS
+from .schema import SPAN_COLUMNS, sql
 
-_SQL = Path(__file__).with_name("sql") / "otlp_spans.sql"
 _NOT_FLAT = (b'"arrayValue"', b'"kvlistValue"')
 
 
@@ -58,7 +56,7 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
     _define_macros(con)
     accounting = "[" + ", ".join(f"'{name}'" for name in
                                  (*semconv.ACCOUNTING_ATTRIBUTES.values(), semconv.STAGE)) + "]"
-    query = _SQL.read_text().format(accounting=accounting, min_epoch_ns=MIN_EPOCH_NS)
+    query = sql("otlp_spans.sql").format(accounting=accounting, min_epoch_ns=MIN_EPOCH_NS)
     con.register("otlp_arrow", table)
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE otlp_flat AS " + query).fetchall()

@@ -13,8 +13,9 @@
 --   own_faults its major faults (thread + children processes) minus its children's.
 -- Children on another thread or process did not use this thread, so they are not netted.
 -- The parent is found once (one join on the string ids); the netting sums group by its idx.
--- The counter_columns placeholder (in braces, below) becomes COUNTER_COLUMNS
--- (analyzers/pipeline.py) when the store has counter samples to join, else nothing.
+-- The last six columns (host_code .. child_vcsw) feed the counter rules; the store leaves
+-- them out (SELECT * EXCLUDE) when it has no counter samples to join. host_code is the span's
+-- host as its 1-based position in $hosts (0: none).
 WITH base AS (
     SELECT
         row_number() OVER (ORDER BY trace_id, start_ns, span_id) - 1 AS idx,
@@ -60,6 +61,14 @@ attributed AS (
                        '$."agentscope.children.ctx_switches.voluntary"'])
               END AS a
     FROM linked
+),
+named AS (
+    -- the attributes by name (their positions in the list above)
+    SELECT * EXCLUDE (a),
+        a[1] AS attr_queue_s, a[2] AS attr_prefill_s, a[3] AS attr_decode_s,
+        a[4] AS attr_server_address, a[5] AS attr_cpu_scope, a[6] AS attr_lane,
+        a[7] AS attr_thread_system_ns, a[8] AS attr_child_ivcsw, a[9] AS attr_child_vcsw
+    FROM attributed
 )
 SELECT s.idx, s.trace_no,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.trace_id END AS trace_id,
@@ -77,15 +86,22 @@ SELECT s.idx, s.trace_no,
     greatest(coalesce(s.majflt, 0) + coalesce(s.child_majflt, 0) - coalesce(k.kid_faults, 0), 0)
         AS own_faults,
     coalesce(s.child_cpu_ns, 0) AS child_cpu_ns,
-    coalesce(TRY_CAST(s.a[1] AS DOUBLE), 0) AS queue_s,
-    coalesce(TRY_CAST(s.a[2] AS DOUBLE), 0) + coalesce(TRY_CAST(s.a[3] AS DOUBLE), 0) AS model_s,
-    coalesce(s.a[4] IN ('localhost', '127.0.0.1', '::1', '0.0.0.0'), false) AS server_local,
-    coalesce(s.a[5] = 'loop', false) AS loop,
+    coalesce(TRY_CAST(s.attr_queue_s AS DOUBLE), 0) AS queue_s,
+    coalesce(TRY_CAST(s.attr_prefill_s AS DOUBLE), 0)
+        + coalesce(TRY_CAST(s.attr_decode_s AS DOUBLE), 0) AS model_s,
+    coalesce(s.attr_server_address IN ('localhost', '127.0.0.1', '::1', '0.0.0.0'), false)
+        AS server_local,
+    coalesce(s.attr_cpu_scope = 'loop', false) AS loop,
     -- kernel CPU of its thread, recorded where it took major faults (most of it paging in)
-    coalesce(TRY_CAST(s.a[7] AS DOUBLE), 0) AS sys_cpu,
-    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.a[6] END AS lane,
+    coalesce(TRY_CAST(s.attr_thread_system_ns AS DOUBLE), 0) AS sys_cpu,
+    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.attr_lane END AS lane,
     CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service,
-    {counter_columns}
-    s.parent_idx
-FROM attributed s
+    s.parent_idx,
+    -- for the counters of the span's host and process: the host, the process, the context
+    -- switches of its thread (not netted) and of the child processes it waited for
+    coalesce(list_position($hosts::VARCHAR[], s.host), 0) AS host_code,
+    coalesce(s.pid, -1) AS pid, coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw,
+    coalesce(TRY_CAST(s.attr_child_vcsw AS BIGINT), 0) AS child_vcsw,
+    coalesce(TRY_CAST(s.attr_child_ivcsw AS BIGINT), 0) AS child_ivcsw
+FROM named s
 LEFT JOIN kid k ON k.idx = s.idx

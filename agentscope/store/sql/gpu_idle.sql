@@ -1,14 +1,14 @@
 -- GPU idle time and what the critical paths were doing meanwhile (needs the analysis tables).
--- Each hw.gpu.utilization sample covers the interval since the previous one of its device
--- (gaps over 5 s: the sampler was not running; not counted). Over the time the analysed tasks
--- span: the busy share (mean utilization), the idle share (utilization < 5 %), and, of the
--- critical-path time that overlapped idle intervals (any task, any host: the GPU may serve
--- agents elsewhere), the share per stage and class of the sections.
+-- Each $gpu_util (GPU utilization) sample covers the interval since the previous one of
+-- its device (gaps over 5 s: the sampler was not running; not counted). Over the time the
+-- analysed tasks span: the busy share (mean utilization), the idle share (utilization
+-- < 5 %), and, of the critical-path time that overlapped idle intervals (any task, any host:
+-- the GPU may serve agents elsewhere), the share per stage and class of the sections.
 WITH g AS (
     SELECT host, device, ts_ns AS ts, value,
            ts_ns - lag(ts_ns) OVER (PARTITION BY host, device ORDER BY ts_ns) AS dt
     FROM samples
-    WHERE metric = 'hw.gpu.utilization' AND device IS NOT NULL AND NOT isnan(value)
+    WHERE metric = $gpu_util AND device IS NOT NULL AND NOT isnan(value)
 ),
 w AS (SELECT min(start_ns) AS a, max(start_ns + duration_ns) AS b FROM task_results),
 iv AS (

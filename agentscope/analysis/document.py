@@ -1,4 +1,5 @@
-"""The JSON report, schema ``agentscope.analysis/v1`` (ARCHITECTURE §7)."""
+"""The JSON report, schema ``agentscope.analysis/v1`` (ARCHITECTURE §7): what
+``agentscope analyze --format json`` prints and :meth:`Analysis.to_dict` returns."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import datetime
 from typing import Any
 
 from ..analyzers.evidence import CLASSES
-from ..analyzers.tasks import Analysis
 
 SCHEMA = "agentscope.analysis/v1"
 
@@ -18,6 +18,7 @@ def iso_time(ns: int) -> str:
 
 
 def task_dict(t: Any) -> dict:
+    """One task of the document, with its critical path."""
     start = t.start_ns
     return {
         "trace_id": t.trace_id,
@@ -40,18 +41,13 @@ def task_dict(t: Any) -> dict:
     }
 
 
-def report(analysis: Analysis, problems: list = (), load: Any = None) -> dict:
-    if analysis.prepare is not None:
-        analysis.prepare()
-    summary = dict(analysis.summary)
-    summary["input_problems"] = len(problems)
-    if load is not None:
-        summary["load"] = {"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
-                           "spans_added": load.spans_added, "duplicates": load.duplicates}
+def document(analysis: Any) -> dict:
+    """The whole document of an :class:`~agentscope.analysis.Analysis`."""
+    analysis.sections.evidence.all()  # every section's words in one go (then read per task)
     return {
         "schema": SCHEMA,
-        "tasks": [task_dict(t) for t in analysis.tasks],
-        "summary": summary,
+        "tasks": [task_dict(t) for t in analysis.task_results],
+        "summary": analysis.summary.to_dict(),
         "problems": [{"file": p.path, "line": p.line, "span_id": p.span_id, "reason": p.reason,
-                      "torn": p.torn} for p in problems],
+                      "torn": p.torn} for p in analysis.problems],
     }

@@ -1,0 +1,24 @@
+"""The front door: load a trace directory, analyse it, and get the results as data.
+
+::
+
+    import agentscope
+
+    a = agentscope.analyze("traces/")      # an Analysis
+    a.tasks                                # pandas DataFrame, one row per task
+    a.critical_path                        # pandas DataFrame, one row per critical-path section
+    a.summary                              # the fleet figures (.to_dict())
+    a.problems                             # input problems, each with its file and line
+    a.query("SELECT bottleneck, count(*) FROM tasks GROUP BY ALL")   # DataFrame
+    a.to_json()                            # what `agentscope analyze --format json` prints
+
+Every caller goes through here: the CLI, ``agentscope serve``, the scenario scorer and the
+benchmarks. See docs/analysis.md.
+"""
+
+from .checking import CheckResult, check
+from .core import MEMORY, Analysis, Progress, analyze, source_state
+from .document import SCHEMA, iso_time
+
+__all__ = ["Analysis", "CheckResult", "MEMORY", "Progress", "SCHEMA", "analyze", "check",
+           "iso_time", "source_state"]

@@ -1,0 +1,304 @@
+"""``analyze()``: load a trace directory into its store, analyse it, save the results, and
+return them as one :class:`Analysis`."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+
+from .._gc import gc_paused
+from ..analyzers import engine
+from ..analyzers.counters import METRICS, gpu_summary
+from ..analyzers.evidence import CLASSES
+from ..analyzers.results import Fleet, Sections, Summary
+from ..analyzers.verdict import breakdown
+from ..errors import QueryError
+from ..store.duckdb_store import Store
+from ..store.loading import LoadReport
+from ..store.schema import MEMORY
+
+# (bytes read so far, bytes in all): called as the files of a directory are loaded
+Progress = Callable[[int, int], None]
+
+
+def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None, *,
+            progress: Optional[Progress] = None, batch: bool = False) -> "Analysis":
+    """Load what is new in the trace directory ``source`` into its store, analyse every task
+    in it, save the results there (the ``tasks`` and ``critical_path`` views) and return them.
+
+    ``db``: the DuckDB file [default: ``SOURCE/.agentscope/agentscope.duckdb``]; ``":memory:"``
+    keeps the store in memory (call :meth:`Analysis.close` when done with it).
+    ``progress(done_bytes, total_bytes)`` is called as files are read. ``batch``: tune this
+    process for one large analysis that ends soon (the CLI does): freed memory is kept for
+    reuse rather than given back to the OS and faulted in again (glibc), and DuckDB keeps up
+    to 1 GB of its freed blocks.
+
+    Raises FileNotFoundError if ``source`` is not a directory. Bad input never raises: each
+    problem is in :attr:`Analysis.problems` with its file and line, and the rest is analysed.
+    """
+    root = Path(source)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no such trace directory: {source}")
+    if batch:
+        _keep_freed_memory()
+    store = Store.for_trace_dir(root, db, keep_freed_blocks=batch)
+    try:
+        found = store.sources(root)
+        update = None
+        if progress is not None:
+            total = sum(s.path.stat().st_size for s in found[0])
+            done = [0]
+
+            def update(n: int) -> None:
+                done[0] += n
+                progress(done[0], total)
+
+        load = store.load(root, progress=update, found=found)
+        analysis = _analyse(store, load, str(source))
+    except BaseException:
+        store.close()
+        raise
+    if store.path is not None:  # reopened read-only when asked for more
+        store.close()
+    return analysis
+
+
+def source_state(source: "str | os.PathLike[str]") -> tuple:
+    """The loadable files of a trace directory and their sizes: when this has not changed,
+    an analysis of it would find nothing new."""
+    found, _ = Store.sources(source)
+    return tuple(sorted((str(s.path), s.path.stat().st_size) for s in found))
+
+
+def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
+    series = store.counter_series(METRICS)
+    with gc_paused():
+        fleet = engine.analyze(store.analysis_input(with_counters=series is not None), series)
+        store.save_analysis(_task_columns(fleet), _section_columns(fleet))
+    gpu = gpu_summary(store.gpu_idle()) if series is not None else None
+    problems = tuple(store.problems())
+    summary = dataclasses.replace(
+        fleet.summary, gpu=gpu, input_problems=len(problems),
+        load={"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
+              "spans_added": load.spans_added, "duplicates": load.duplicates})
+    warnings = []
+    if load.files_seen == 0:
+        warnings.append(f"no capture files in {source} (looked for spans-*.jsonl, "
+                        "samples-*.jsonl and OTLP/JSON *.json, *.jsonl); record some with "
+                        "agentscope.init(...)")
+    elif not fleet.tasks:
+        samples = store.sample_count()
+        if samples:
+            warnings.append(f"{source} has {samples} counter samples but no spans: run the "
+                            "agent with agentscope.init() (or under `agentscope run`) to "
+                            "record its tasks")
+    return Analysis(source, fleet.tasks, fleet.sections, summary, problems, load,
+                    tuple(warnings), _StoreRef(store))
+
+
+class _StoreRef:
+    """How an analysis reaches its store again: its file, opened read-only for each use, or,
+    for a store in memory, the open store itself (until closed)."""
+
+    def __init__(self, store: Store) -> None:
+        self.path = store.path
+        self.store = store if store.path is None else None
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[Store]:
+        if self.path is None:
+            if self.store is None:
+                raise ValueError("this analysis' in-memory store was closed")
+            yield self.store
+            return
+        store = Store(self.path, read_only=True)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Analysis:
+    """One analysis of a trace directory (see :func:`analyze`).
+
+    * :attr:`tasks`, :attr:`critical_path`: pandas DataFrames, one row per task and per
+      critical-path section (the JSON report's fields; columns in docs/analysis.md);
+    * :attr:`summary`: the fleet figures (:class:`~agentscope.analyzers.results.Summary`);
+    * :attr:`problems`: input problems, each with its file and line;
+    * :meth:`query`: read-only SQL over the store; :meth:`to_json`: the
+      ``agentscope.analysis/v1`` document, as ``agentscope analyze --format json`` prints it;
+    * :attr:`task_results`, :attr:`sections`: the same results as records and arrays, for
+      code that walks them (the exporters).
+    """
+
+    source: str
+    task_results: tuple  # of TaskResult, in trace order
+    sections: Sections  # every critical-path section, tasks' sections contiguous
+    summary: Summary
+    problems: tuple  # of agentscope.errors.TraceFormatError
+    load: Optional[LoadReport]  # what this analysis' load did
+    warnings: tuple  # why there is nothing to report, when there is nothing
+    _store: _StoreRef = dataclasses.field(repr=False)
+
+    def __repr__(self) -> str:
+        return (f"<Analysis of {self.source!r}: {self.summary.tasks} tasks, "
+                f"{self.summary.spans} spans, {len(self.problems)} input problems>")
+
+    # ---- the results as DataFrames and as the JSON document ----------------------------------
+    @functools.cached_property
+    def tasks(self) -> Any:
+        """One row per task (pandas DataFrame)."""
+        from .frames import tasks_frame
+
+        return tasks_frame(self)
+
+    @functools.cached_property
+    def critical_path(self) -> Any:
+        """One row per critical-path section (pandas DataFrame)."""
+        from .frames import critical_path_frame
+
+        return critical_path_frame(self)
+
+    def to_dict(self) -> dict:
+        """The ``agentscope.analysis/v1`` document (ARCHITECTURE §7)."""
+        from .document import document
+
+        return document(self)
+
+    def to_json(self, indent: Optional[int] = None) -> str:
+        """:meth:`to_dict` as JSON text: what ``agentscope analyze --format json`` prints."""
+        with gc_paused():
+            return json.dumps(self.to_dict(), indent=indent)
+
+    def breakdown(self, by: str) -> dict:
+        """Critical-path seconds per class by the ``"stage"`` of the span holding the path
+        (``(gap)`` between roots, ``(none)`` without a stage) or by the task's ``"lane"``:
+        {label: {class: seconds}}."""
+        sec = self.sections
+        if by == "stage":
+            keys = ["(gap)" if span is None else stage or "(none)"
+                    for span, stage in zip(sec.span_id.tolist(), sec.stage.tolist())]
+        elif by == "lane":
+            lanes = np.asarray([t.lane or "(none)" for t in self.task_results], dtype=object)
+            keys = lanes[np.asarray(sec.task, dtype=np.int64)] if len(lanes) else []
+        else:
+            raise ValueError(f"breakdown by 'stage' or 'lane', not {by!r}")
+        return breakdown(sec, keys)
+
+    # ---- the store behind it ------------------------------------------------------------------
+    def query(self, statement: str) -> Any:
+        """Run read-only SQL over the store (tables ``spans``, ``samples``; views ``tasks``,
+        ``critical_path``); returns a pandas DataFrame. Raises QueryError."""
+        import duckdb
+
+        with self._store.open() as store:
+            try:
+                return store.query(statement).fetchdf()
+            except duckdb.Error as e:
+                raise QueryError(str(e)) from None
+
+    def query_rows(self, statement: str) -> tuple:
+        """:meth:`query` as (column names, row tuples)."""
+        import duckdb
+
+        with self._store.open() as store:
+            try:
+                cursor = store.query(statement)
+                return [d[0] for d in cursor.description or []], cursor.fetchall()
+            except duckdb.Error as e:
+                raise QueryError(str(e)) from None
+
+    def spans_of(self, trace_ids: list) -> dict:
+        """Every span of these traces: trace_id -> [(span_id, parent, name, stage, start_ns,
+        end_ns, host, status)]."""
+        with self._store.open() as store:
+            return store.spans_of(trace_ids)
+
+    def counters_in_windows(self, windows: list, metrics: list) -> list:
+        """The samples of ``metrics`` on each window's host over it: windows are (key, host,
+        start_ns, end_ns); rows (key, metric, device, ts_ns, value)."""
+        with self._store.open() as store:
+            return store.counters_in_windows(windows, metrics)
+
+    def latest_samples(self, metrics: list) -> list:
+        """The latest value of each series of ``metrics``: (metric, host, device, pid, value,
+        ts_ns)."""
+        with self._store.open() as store:
+            return store.latest_samples(metrics)
+
+    def close(self) -> None:
+        """Close an in-memory store (a store in a file needs no closing)."""
+        self._store.close()
+
+    def __enter__(self) -> "Analysis":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _task_columns(fleet: Fleet) -> dict:
+    """The task_results table, as columns."""
+    tasks = fleet.tasks
+    cols = {
+        "trace_id": [t.trace_id for t in tasks], "name": [t.name for t in tasks],
+        "lane": [t.lane for t in tasks], "service": [t.service for t in tasks],
+        "start_ns": [t.start_ns for t in tasks], "duration_ns": [t.duration_ns for t in tasks],
+        "bottleneck": [t.bottleneck for t in tasks],
+        "confidence": [t.confidence for t in tasks],
+    }
+    for c in CLASSES:
+        cols[f"share_{c}"] = [t.shares.get(c, 0.0) for t in tasks]
+    cols["orchestration_ns"] = [t.orchestration_ns for t in tasks]
+    cols["spans"] = [t.spans for t in tasks]
+    cols["evidence"] = [json.dumps(t.evidence) for t in tasks]
+    return cols
+
+
+def _section_columns(fleet: Fleet) -> dict:
+    """The cp_sections table, as columns (numpy arrays)."""
+    sec = fleet.sections
+    if not len(sec):
+        return {}
+    trace_ids = np.asarray([t.trace_id for t in fleet.tasks], dtype=object)
+    out = {"trace_id": trace_ids[sec.task], "seq": sec.seq, "span_id": sec.span_id,
+           "name": sec.name, "stage": sec.stage, "start_ns": sec.start_ns,
+           "end_ns": sec.end_ns, "class": np.asarray(CLASSES, dtype=object)[sec.cls],
+           "confidence": sec.confidence}
+    for k, c in enumerate(CLASSES):
+        out[f"share_{c}"] = np.ascontiguousarray(sec.shares[:, k])
+    return out
+
+
+def _keep_freed_memory() -> None:
+    """Let this batch process keep and reuse the memory it frees: on this kind of VM a page
+    fault costs microseconds, and an analysis of 1M spans otherwise faults in ~2.5 GB (glibc
+    gives arrays of a few MB back to the OS when freed, then faults fresh pages for the next).
+    The same as MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_/MALLOC_TOP_PAD_; glibc only."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
+        libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's largest allowed value
+        libc.mallopt(m_trim_threshold, 1 << 30)
+        libc.mallopt(m_top_pad, 256 << 20)
+    except (OSError, AttributeError):
+        pass  # not glibc: the defaults are fine, only slower here
+
+
+__all__ = ["Analysis", "MEMORY", "Progress", "analyze", "source_state"]

@@ -1,0 +1,76 @@
+"""An analysis as pandas DataFrames: :attr:`Analysis.tasks` and :attr:`Analysis.critical_path`.
+
+Their values are the JSON report's (the same rounding), with the shares as one column per
+class; the columns are listed in docs/analysis.md and pinned by the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..analyzers.evidence import CLASSES
+
+TASK_COLUMNS = ("trace_id", "name", "lane", "service", "start", "duration_s", "bottleneck",
+                "confidence", *(f"share_{c}" for c in CLASSES), "orchestration_s", "spans",
+                "evidence")
+SECTION_COLUMNS = ("trace_id", "seq", "span_id", "name", "stage", "start_s", "end_s",
+                   "duration_s", "class", "confidence", *(f"share_{c}" for c in CLASSES),
+                   "evidence")
+
+
+def tasks_frame(analysis: Any) -> Any:
+    """One row per task, in the analysis' order. ``start`` is a UTC timestamp (to the
+    nanosecond; the JSON report gives it to the millisecond); ``evidence`` a list of
+    sentences, most important first."""
+    import pandas as pd
+
+    tasks = analysis.task_results
+    cols: dict = {
+        "trace_id": [t.trace_id for t in tasks], "name": [t.name for t in tasks],
+        "lane": [t.lane for t in tasks], "service": [t.service for t in tasks],
+        "start": pd.to_datetime(np.asarray([t.start_ns for t in tasks], dtype=np.int64),
+                                utc=True),
+        "duration_s": [round(t.duration_ns / 1e9, 9) for t in tasks],
+        "bottleneck": [t.bottleneck for t in tasks],
+        "confidence": [t.confidence for t in tasks],
+    }
+    for c in CLASSES:
+        cols[f"share_{c}"] = [round(t.shares.get(c, 0.0), 6) for t in tasks]
+    cols["orchestration_s"] = [t.orchestration_ns / 1e9 for t in tasks]
+    cols["spans"] = [t.spans for t in tasks]
+    cols["evidence"] = [list(t.evidence) for t in tasks]
+    return pd.DataFrame(cols, columns=list(TASK_COLUMNS))
+
+
+def critical_path_frame(analysis: Any) -> Any:
+    """One row per critical-path section, tasks in the analysis' order and each task's in time
+    order. Times are seconds from the task's start; ``span_id`` is None for a gap between
+    root spans; ``evidence`` is the section's evidence in words."""
+    import pandas as pd
+
+    sec = analysis.sections
+    tasks = analysis.task_results
+    task = np.asarray(sec.task, dtype=np.int64)
+    trace_ids = np.asarray([t.trace_id for t in tasks], dtype=object)
+    t0 = np.asarray([t.start_ns for t in tasks], dtype=np.int64)
+    base = t0[task] if len(tasks) else np.zeros(0, dtype=np.int64)
+    start = np.asarray(sec.start_ns, dtype=np.int64)
+    end = np.asarray(sec.end_ns, dtype=np.int64)
+    cols: dict = {
+        "trace_id": trace_ids[task] if len(tasks) else np.zeros(0, dtype=object),
+        "seq": np.asarray(sec.seq, dtype=np.int64),
+        "span_id": sec.span_id, "name": sec.name, "stage": sec.stage,
+        # rounded as the JSON report rounds them (Python's round, correctly rounded)
+        "start_s": [round(x, 9) for x in ((start - base) / 1e9).tolist()],
+        "end_s": [round(x, 9) for x in ((end - base) / 1e9).tolist()],
+        "duration_s": (end - start) / 1e9,
+        "class": np.asarray(CLASSES, dtype=object)[np.asarray(sec.cls, dtype=np.int64)],
+        "confidence": np.asarray(sec.confidence, dtype=np.float64),
+    }
+    for k, c in enumerate(CLASSES):
+        cols[f"share_{c}"] = np.asarray(sec.shares, dtype=np.float64)[:, k] if len(sec) else \
+            np.zeros(0)
+    cols["evidence"] = sec.evidence.all()
+    return pd.DataFrame(cols, columns=list(SECTION_COLUMNS))

@@ -1,0 +1,198 @@
+"""The analysis' results as data: every critical-path section (:class:`Sections`, named
+arrays), each task (:class:`TaskResult`, with its :class:`Segment` list), the fleet
+(:class:`Summary`). The engine makes them; the front door (:mod:`agentscope.analysis`) and
+the exporters read them. Nothing here is changed after it is made; the evidence in words is
+made on first reading (it costs more than the numbers, and most outputs need little of it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from .evidence import CLASSES, GAP_REASON, OFF_CPU_UNEXPLAINED
+
+
+class Segment(NamedTuple):
+    """One critical-path section of a task, with its class."""
+
+    span_id: Optional[str]  # None: a gap no span covered (between root spans)
+    name: str
+    stage: Optional[str]
+    start_ns: int
+    end_ns: int
+    cls: str
+    shares: dict  # class -> fraction of the section (the non-zero ones)
+    confidence: float
+    evidence: str
+
+
+class TaskResult(NamedTuple):
+    trace_id: str
+    name: str
+    lane: Optional[str]
+    service: Optional[str]
+    start_ns: int
+    duration_ns: int
+    bottleneck: str
+    confidence: float
+    shares: dict  # class -> fraction of the critical path (sums to 1)
+    evidence: list  # sentences, most important first
+    segments: Sequence  # of Segment, contiguous, covering the task
+    spans: int
+    orchestration_ns: int
+    duplicates: int
+    off_path: int
+
+
+class SectionEvidence:
+    """The evidence of every section in words, made when first read: the words of the span
+    that owned it (:meth:`Classified.reasons`), then what the counters said over it."""
+
+    def __init__(self, classified: Any, span_row: Any, notes: Any) -> None:
+        self._classified = classified  # every span's classification
+        self._span_row = span_row  # per section: the span's row, -1 for a gap
+        self._notes = notes  # per section: what the counters said (str or None); None: none
+        self._reasons: dict = {-1: GAP_REASON}  # span row -> its words
+        self._all: Optional[list] = None
+
+    def __len__(self) -> int:
+        return len(self._span_row)
+
+    def texts(self, lo: int = 0, hi: Optional[int] = None) -> list:
+        """The words of sections ``lo`` .. ``hi`` - 1."""
+        if self._all is not None:
+            return self._all[lo:hi]
+        return self._texts(np.arange(len(self))[lo:hi])
+
+    def texts_at(self, sections: Any) -> list:
+        """The words of the given sections."""
+        if self._all is not None:
+            return [self._all[k] for k in np.asarray(sections).tolist()]
+        return self._texts(np.asarray(sections, dtype=np.int64))
+
+    def all(self) -> list:
+        """The words of every section (made in one go, and kept)."""
+        if self._all is None:
+            self._all = self._texts(np.arange(len(self)))
+        return self._all
+
+    def _texts(self, sections: Any) -> list:
+        rows = self._span_row[sections]
+        reasons = self._reasons
+        missing = [r for r in np.unique(rows).tolist() if r not in reasons]
+        if missing:
+            reasons.update(zip(missing, self._classified.reasons(missing)))
+        words = [reasons[r] for r in rows.tolist()]
+        if self._notes is None:
+            return words
+        return [with_note(w, note) for w, note in zip(words, self._notes[sections].tolist())]
+
+
+def with_note(reason: str, note: Optional[str]) -> str:
+    """A span's evidence followed by what the counters said; where they explained the waiting
+    (contention, memory pressure, the GPU), the span's own 'waiting on something outside the
+    process' is dropped."""
+    if not note:
+        return reason
+    if not note.startswith("host not saturated"):
+        reason = reason.replace(", " + OFF_CPU_UNEXPLAINED, "").replace(OFF_CPU_UNEXPLAINED, "")
+    return f"{reason}; {note}" if reason else note
+
+
+@dataclasses.dataclass(frozen=True)
+class Sections:
+    """Every critical-path section of an analysis, as named arrays (one row per section, tasks'
+    sections contiguous and in time order)."""
+
+    task: Any  # int64: the task's index (position in the analysis' tasks)
+    seq: Any  # int64: position within its task
+    span_id: Any  # object: the span holding the path; None for a gap between root spans
+    name: Any  # object: its name; "(gap)" for a gap
+    stage: Any  # object: its stage, or None
+    start_ns: Any  # int64
+    end_ns: Any  # int64
+    cls: Any  # int64: its class, an index into CLASSES
+    confidence: Any  # float64
+    shares: Any  # float64 (n, 5): class shares in CLASSES order
+    evidence: SectionEvidence  # the words, on demand
+
+    def __len__(self) -> int:
+        return len(self.task)
+
+    def segments(self, lo: int, hi: int) -> list:
+        """Sections ``lo`` .. ``hi`` - 1 as :class:`Segment` records."""
+        words = self.evidence.texts(lo, hi)
+        shares = self.shares[lo:hi]
+        return [Segment(sid, name, stage, a, b, CLASSES[k],
+                        {c: v for c, v in zip(CLASSES, row) if v}, conf, text)
+                for sid, name, stage, a, b, k, conf, row, text in zip(
+                    self.span_id[lo:hi].tolist(), self.name[lo:hi].tolist(),
+                    self.stage[lo:hi].tolist(), self.start_ns[lo:hi].tolist(),
+                    self.end_ns[lo:hi].tolist(), self.cls[lo:hi].tolist(),
+                    self.confidence[lo:hi].tolist(), shares.tolist(), words)]
+
+
+class LazySegments(Sequence):
+    """A task's segments, made from the analysis' sections on first use."""
+
+    __slots__ = ("_sections", "_lo", "_hi", "_items")
+
+    def __init__(self, sections: Sections, lo: int, hi: int) -> None:
+        self._sections, self._lo, self._hi, self._items = sections, lo, hi, None
+
+    def _list(self) -> list:
+        if self._items is None:
+            self._items = self._sections.segments(self._lo, self._hi)
+        return self._items
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._list()[i]
+
+    def __len__(self) -> int:
+        return self._hi - self._lo
+
+    def __iter__(self):  # type: ignore[override]
+        return iter(self._list())
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """The fleet figures. ``to_dict()`` is the JSON report's ``summary`` (ARCHITECTURE §7)."""
+
+    tasks: int
+    bottlenecks: dict  # class -> tasks, most first
+    critical_path_s: float
+    share_of_critical_path: dict  # class -> share of all critical-path time
+    orchestration_share: float  # share of it that was task and agent spans' own time
+    lanes: dict  # lane -> tasks
+    spans: int
+    # per GPU with counters (gpuN@host): busy, idle, measured_s, idle_while
+    gpu: Optional[dict] = None
+    input_problems: int = 0
+    load: Optional[dict] = None  # what the load did: files_loaded, files_unchanged, ...
+
+    def to_dict(self) -> dict:
+        out = {"tasks": self.tasks, "bottlenecks": dict(self.bottlenecks),
+               "critical_path_s": self.critical_path_s,
+               "share_of_critical_path": dict(self.share_of_critical_path),
+               "orchestration_share": self.orchestration_share, "lanes": dict(self.lanes),
+               "spans": self.spans}
+        if self.gpu is not None:
+            out["gpu"] = self.gpu
+        out["input_problems"] = self.input_problems
+        if self.load is not None:
+            out["load"] = dict(self.load)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Fleet:
+    """What the engine makes of a store's spans: every task, every section, the summary."""
+
+    tasks: tuple
+    sections: Sections
+    summary: Summary

@@ -1,0 +1,93 @@
+"""A task's verdict from its classified critical path, and the fleet's figures: each rule once,
+for the fleet engine and the per-trace reference alike.
+
+* shares: each class's seconds on the path over the task's duration;
+* bottleneck: the class with the largest share (ties in CLASSES order); a task of zero
+  duration takes the class of its first section;
+* confidence: the evidence quality on the path (time-weighted section confidence), lowered
+  when the top two classes are close (:func:`task_confidence`);
+* evidence: the three spans that held the path longest, in one sentence each
+  (:func:`evidence_line`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .evidence import CLASSES, IO
+from .results import Summary
+
+CLOSE = 0.3  # a margin between the top two classes below this lowers the confidence
+EVIDENCE_SPANS = 3  # the spans a task's evidence names
+
+
+def task_confidence(quality: Any, shares: Any) -> Any:
+    """Per task: ``quality`` (the time-weighted confidence of its sections) times 0.5 .. 1 as
+    the margin between its two largest class ``shares`` (an (n, 5) array) grows to
+    :data:`CLOSE`, rounded to 2 places."""
+    shares = np.asarray(shares, dtype=np.float64)
+    ranked = np.sort(shares, axis=1)
+    margin = ranked[:, -1] - ranked[:, -2]
+    return np.round(np.asarray(quality, dtype=np.float64)
+                    * (0.5 + 0.5 * np.minimum(margin / CLOSE, 1.0)), 2)
+
+
+def bottlenecks(shares: Any, duration: Any, first_cls: Any) -> Any:
+    """Per task, the index (into CLASSES) of its bottleneck: the largest share, ties in
+    CLASSES order; for a task of zero duration, ``first_cls`` (its first section's class)."""
+    return np.where(np.asarray(duration) > 0, np.argmax(shares, axis=1),
+                    np.asarray(first_cls, dtype=np.int64))
+
+
+NO_CLASS = CLASSES.index(IO)  # the first section's class of a task without sections
+
+
+def evidence_line(label: str, held_ns: int, duration_ns: int, cls: str, words: str) -> str:
+    """One sentence of a task's evidence: a span, how long it held the path, its class, why."""
+    share = held_ns / duration_ns if duration_ns else 0.0
+    return f"{label}: {held_ns / 1e9:.3g} s on the critical path ({share:.0%}), {cls}: {words}"
+
+
+def span_label(name: str, stage: Any) -> str:
+    return f"{name} ({stage})" if stage else name
+
+
+def summarize(tasks: Any) -> Summary:
+    """Fleet figures over all tasks."""
+    total = sum(t.duration_ns for t in tasks)
+    by_class = dict.fromkeys(CLASSES, 0.0)
+    for t in tasks:
+        for c in CLASSES:
+            by_class[c] += t.shares.get(c, 0.0) * t.duration_ns
+    counts: dict = {}
+    lanes: dict = {}
+    for t in tasks:
+        counts[t.bottleneck] = counts.get(t.bottleneck, 0) + 1
+        lane = t.lane or "unknown"
+        lanes[lane] = lanes.get(lane, 0) + 1
+    return Summary(
+        tasks=len(tasks),
+        bottlenecks=dict(sorted(counts.items(), key=lambda kv: -kv[1])),
+        critical_path_s=round(total / 1e9, 6),
+        share_of_critical_path={c: round(v / total, 4) if total else 0.0
+                                for c, v in by_class.items()},
+        orchestration_share=round(sum(t.orchestration_ns for t in tasks) / total, 4)
+        if total else 0.0,
+        lanes=lanes,
+        spans=sum(t.spans for t in tasks))
+
+
+def breakdown(sections: Any, keys: Any) -> dict:
+    """Critical-path seconds per class, summed by ``keys`` (one label per section, e.g. its
+    stage or its task's lane): {label: {class: seconds}}, labels sorted."""
+    if not len(sections):
+        return {}
+    length = (np.asarray(sections.end_ns) - np.asarray(sections.start_ns)).astype(np.float64)
+    weighted = np.asarray(sections.shares, dtype=np.float64) * (length / 1e9)[:, None]
+    uniq, inv = np.unique(np.asarray(keys, dtype=object).astype(str), return_inverse=True)
+    sums = np.zeros((len(uniq), len(CLASSES)))
+    np.add.at(sums, inv, weighted)
+    return {k: {c: round(float(v), 6) for c, v in zip(CLASSES, row)}
+            for k, row in zip(uniq.tolist(), sums)}

@@ -1,0 +1,188 @@
+"""The sampler as a process of its own: beside an agent (``agentscope collect``) or around one
+(``agentscope run -- CMD``).
+
+* :func:`collect` samples until SIGINT/SIGTERM/SIGHUP, a duration, the exit of a watched
+  process (a zombie counts as exited) or a caller's stop event;
+* :func:`run_command` starts a program with tracing configured through its environment
+  (``AGENTSCOPE_TRACE_DIR``; ``AGENTSCOPE_COLLECT=gil``: it only probes its own interpreter
+  lock, its tree is sampled here), forwards signals to it, samples while it runs and returns
+  the exit code to exit with, as a shell would report it.
+
+Nothing here prints: what a user should read goes through the ``say`` callback the caller
+passes (the CLI writes it to stderr). Signal handlers are installed only when called from
+the main thread (the only one Python lets set them) and restored on return.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from .proctree import stat_fields
+from .sampler import Sampler, default_sources
+
+Say = Callable[[str], None]
+
+STOPPING = ("SIGINT", "SIGTERM", "SIGHUP")  # what ends collect()
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")  # to run's program
+
+
+@dataclass(frozen=True, slots=True)
+class SamplerOptions:
+    """What a sidecar samples, and how often: ``hz`` rounds a second; the vLLM/SGLang
+    Prometheus endpoints to scrape; whether to read NVIDIA GPUs and per-core CPU
+    utilization; where ``/proc`` is (``/host/proc`` in a container watching its host)."""
+
+    hz: float = 10.0
+    model_servers: tuple = ()
+    gpus: bool = True
+    per_core: bool = True
+    proc_root: str = "/proc"
+
+    def __post_init__(self) -> None:
+        if not (self.hz > 0 and math.isfinite(self.hz)):
+            raise ValueError(f"hz must be a positive number of samples a second, got {self.hz}")
+        object.__setattr__(self, "model_servers", tuple(self.model_servers))
+
+
+def make_sampler(out: str, pid: int | None, options: SamplerOptions, say: Say) -> Sampler:
+    """A (not started) sampler of the sources that work here, writing into ``out``; with
+    ``pid``, also of that process's tree. Each absent source is reported through ``say``."""
+    sources, absent = default_sources(pid, root=options.proc_root, per_core=options.per_core,
+                                      gpus=options.gpus, model_servers=options.model_servers)
+    for name, reason in absent:
+        say(f"agentscope: {name} absent: {reason}")
+    return Sampler(out, sources, absent, interval_s=1.0 / options.hz)
+
+
+def collect(out: str, options: SamplerOptions, *, pid: int | None = None,
+            duration: float | None = None, say: Say,
+            stop: threading.Event | None = None) -> Sampler:
+    """Sample into ``out`` until SIGINT/SIGTERM/SIGHUP (handled only when called from the
+    main thread), ``duration`` seconds, the exit of ``pid`` (whose tree is sampled too) or
+    ``stop`` being set. Returns the stopped sampler (its file flushed and closed)."""
+    sampler = make_sampler(out, pid, options, say)
+    stop = stop if stop is not None else threading.Event()
+    previous = _install(STOPPING, lambda *_: stop.set())
+    deadline = None if duration is None else time.monotonic() + duration
+
+    def watch() -> None:
+        while not stop.is_set():
+            expired = deadline is not None and time.monotonic() >= deadline
+            if expired or (pid is not None and not _alive(pid)):
+                stop.set()
+            stop.wait(0.05)
+
+    try:
+        threading.Thread(target=watch, name="agentscope-sidecar-watch", daemon=True).start()
+        say(f"agentscope: sampling {options.hz:g} times a second into {sampler.path} "
+            f"(sources: {', '.join(s.name for s in sampler.sources)})")
+        sampler.run(stop)
+        sampler.stop()
+    finally:
+        stop.set()  # the watch thread ends with us
+        _restore(previous)
+    return sampler
+
+
+def run_command(command: Sequence[str], trace_dir: str, options: SamplerOptions,
+                say: Say) -> int:
+    """Run ``command`` with its spans going to ``trace_dir`` and its counters sampled there,
+    until it exits; signals that reach this process are forwarded to it (SIGINT only when
+    the terminal did not deliver it to the program already). Returns its exit code, 128 + N
+    if signal N killed it, 127 (not found) or 126 (cannot execute) if it could not start.
+    The program runs even if sampling cannot (``say`` tells why)."""
+    command = list(command)
+    if not command:
+        raise ValueError("no command to run")
+    env = dict(os.environ)
+    env["AGENTSCOPE_TRACE_DIR"] = os.path.abspath(trace_dir)
+    # sampled here, once; an instrumented program only probes its own interpreter lock
+    env["AGENTSCOPE_COLLECT"] = "gil"
+    os.makedirs(trace_dir, exist_ok=True)
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as e:
+        say(f"agentscope run: cannot start {command[0]}: {e.strerror or e}")
+        return 127 if isinstance(e, FileNotFoundError) else 126
+    previous = _install(FORWARDED, lambda signum, _frame: _forward(child, signum))
+    try:
+        sampler = stop = thread = None
+        try:
+            sampler = make_sampler(trace_dir, child.pid, options, say)
+            stop = threading.Event()
+            thread = threading.Thread(target=sampler.run, args=(stop,), daemon=True,
+                                      name="agentscope-sampler")
+            thread.start()
+        except Exception as e:  # noqa: BLE001 -- the program runs even if sampling cannot
+            say(f"agentscope run: not sampling counters ({e})")
+            stop = None
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:  # forwarded already; keep waiting for the child
+                continue
+        if stop is not None:
+            stop.set()
+            thread.join(5.0)
+            sampler.stop()
+    finally:
+        _restore(previous)
+    return code if code >= 0 else 128 - code
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is running: it exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return stat_fields(f.read())[:1] != [b"Z"]
+    except OSError:
+        return True
+
+
+def _forward(child: subprocess.Popen, signum: int) -> None:
+    if signum == signal.SIGINT and _terminal_sent_it_to_the_group():
+        return  # Ctrl-C reached the program already (same foreground process group)
+    try:
+        child.send_signal(signum)
+    except (ProcessLookupError, OSError):
+        pass
+
+
+def _terminal_sent_it_to_the_group() -> bool:
+    """Whether this process (and so its child, which shares its process group) is in the
+    terminal's foreground group: a Ctrl-C from there is delivered to both, so forwarding it
+    would interrupt the program twice."""
+    for fd in (0, 1, 2):
+        try:
+            return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
+
+
+def _install(names: Iterable[str], handler: Callable) -> dict:
+    """Handle the signals named (those this platform has) with ``handler``; the previous
+    handlers. Nothing off the main thread, where Python cannot set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, handler)
+            for sig in (getattr(signal, n) for n in names if hasattr(signal, n))}
+
+
+def _restore(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, signal.SIG_DFL if handler is None else handler)

@@ -1,0 +1,31 @@
+"""What a scenario is, and the registry that ``@scenario`` fills as each workload module is
+imported."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from .ctx import Ctx
+
+SCENARIOS: dict = {}
+
+
+class Unavailable(Exception):
+    """This machine cannot produce the scenario (says why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    expect: str  # the class its tasks are built to have (per task, the truth is measured)
+    about: str
+    run: Callable[["Ctx"], None]
+
+
+def scenario(name: str, expect: str, about: str) -> Callable:
+    def register(fn: Callable[["Ctx"], None]) -> Callable[["Ctx"], None]:
+        SCENARIOS[name] = Scenario(name, expect, about, fn)
+        return fn
+    return register

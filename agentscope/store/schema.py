@@ -1,0 +1,96 @@
+"""The shapes of the store: its tables' columns, its SQL files, and the typed results of the
+queries the analysis reads (:class:`AnalysisInput`, :class:`CounterSeries`).
+
+Every module of the store imports from here; nothing here imports the rest of the store (so
+the store's modules form no import circle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Optional
+
+SQL_DIR = Path(__file__).with_name("sql")
+DEFAULT_DB = Path(".agentscope") / "agentscope.duckdb"
+MEMORY = ":memory:"  # the ``db`` that keeps the store in memory (as DuckDB spells it)
+
+# the columns of the `spans` table that capture files and importers fill (schema.sql adds
+# stage_from and file_id), in order, with their DuckDB types
+SPAN_COLUMNS = {
+    "trace_id": "VARCHAR", "span_id": "VARCHAR", "parent_span_id": "VARCHAR", "name": "VARCHAR",
+    "stage": "VARCHAR", "kind": "VARCHAR", "start_ns": "BIGINT", "end_ns": "BIGINT",
+    "status": "VARCHAR", "status_message": "VARCHAR", "service": "VARCHAR", "host": "VARCHAR",
+    "pid": "INTEGER", "tid": "BIGINT", "thread_cpu_ns": "BIGINT", "child_cpu_ns": "BIGINT",
+    "children": "INTEGER", "vcsw": "BIGINT", "ivcsw": "BIGINT", "minflt": "BIGINT",
+    "majflt": "BIGINT", "child_majflt": "BIGINT", "attrs": "VARCHAR", "events": "VARCHAR",
+    "links": "VARCHAR",
+}
+# ... and of the `samples` table (schema.sql adds file_id)
+SAMPLE_COLUMNS = {"ts_ns": "BIGINT", "host": "VARCHAR", "pid": "INTEGER", "source": "VARCHAR",
+                  "device": "VARCHAR", "metric": "VARCHAR", "value": "DOUBLE"}
+
+
+def sql(name: str) -> str:
+    """The text of ``store/sql/<name>``."""
+    return (SQL_DIR / name).read_text()
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisInput:
+    """What the analysis reads of every span (``store/sql/analysis_input.sql``): one numpy
+    array per column, in trace order (each trace one contiguous run of rows, numbered by
+    ``trace_no``). Numbers are never missing (0 = none, ``own_cpu`` < 0 = not measured);
+    strings are object arrays with None for NULL. ``trace_id``, ``lane`` and ``service`` are
+    set on roots and task spans only. The counter columns (``host`` ... ``child_vcsw``) are
+    None unless the store had counter samples to join (``with_counters``)."""
+
+    trace_no: Any  # int64: the trace's number, ascending
+    trace_id: Any  # object
+    span_id: Any  # object
+    name: Any  # object
+    stage_code: Any  # int64: 1-based position in agentscope.vocab.Stage order, 0 for none
+    stage: Any  # object: the stage's value, or None
+    kind: Any  # object: 'producer' | 'consumer' | None (the other kinds do not matter)
+    start_ns: Any  # int64
+    end_ns: Any  # int64
+    parent_idx: Any  # int64: row of the parent in the same trace, -1 for none
+    own_cpu: Any  # float64: CPU of its thread and child processes net of its children's
+    own_wall: Any  # float64: its duration less the time its same-thread children ran
+    own_faults: Any  # float64: major faults net of its children's
+    child_cpu_ns: Any  # float64: CPU of the child processes it waited for
+    queue_s: Any  # float64: server-reported queue time (gen_ai.latency.time_in_queue)
+    model_s: Any  # float64: server-reported prefill + decode time
+    server_local: Any  # bool: server.address is this machine
+    loop: Any  # bool: its CPU was measured on an event loop
+    sys_cpu: Any  # float64: kernel CPU of its thread (recorded where it took major faults)
+    lane: Any  # object
+    service: Any  # object
+    host: Optional[Any] = None  # object
+    pid: Optional[Any] = None  # int64, -1 for none
+    vcsw: Optional[Any] = None  # int64: voluntary context switches of its thread
+    ivcsw: Optional[Any] = None  # int64: involuntary ones
+    child_vcsw: Optional[Any] = None  # int64: of the child processes it waited for
+    child_ivcsw: Optional[Any] = None  # int64
+
+    def __len__(self) -> int:
+        return len(self.trace_no)
+
+    @property
+    def with_counters(self) -> bool:
+        return self.host is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterSeries:
+    """The counter samples the analysis joins to critical-path sections: every sample of the
+    wanted metrics, grouped into series by (host, metric, device, pid), each in time order
+    (``store/sql/counter_series.sql``), and what the GPU rules need besides."""
+
+    keys: list  # [(host, metric, device or '', pid or -1, number of samples)], in order
+    ts_ns: Any  # int64: the samples' times, series after series
+    value: Any  # float64: their values
+    # runs (sample files) of collectors that found no NVIDIA GPU on their host:
+    # [(host, first ns, last ns)]
+    no_gpu_runs: list
+    gpus_of: dict  # {(host, pid): {device}}: the GPUs a process holds memory on (NVML)
