@@ -11,8 +11,9 @@ files and a slice as OTLP/JSON lines, then measures, in one run:
                         the fleet walk the engine uses (walk_many, numpy lockstep)
   critical path + classification
                         the whole engine: walks, classification, shares, evidence
-  counter join          the means of 10 Hz host counters (4 metrics) over every critical-path
-                        section (what the verdicts use when samples exist)
+  counter series        the store's fetch of 10 Hz host counters (4 metrics) as series
+  counter join          their means over every critical-path section (what the verdicts use
+                        when samples exist)
   networkx baseline     HTA's approach, a longest path over an event DAG (networkx), on a
                         sample of traces; the ratio compares spans per second
   agentscope analyze    the CLI end to end in a subprocess (run first, before this process
@@ -40,12 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from agentscope.analyzers.counters import (CORES, PSI_CPU, PSI_MEMORY, RUN_QUEUE,  # noqa: E402
-                                           section_counters)
-from agentscope.analyzers.critical_path import Buffers, walk_arrays, walk_many  # noqa: E402
-from agentscope.analyzers.pipeline import fetch_columns  # noqa: E402
-from agentscope.analyzers.engine import analyze_columns  # noqa: E402
-from agentscope.analyzers.tasks import gc_paused  # noqa: E402
+from agentscope._gc import gc_paused  # noqa: E402
+from agentscope.analyzers import engine  # noqa: E402
+from agentscope.analyzers.counters import (CORES, METRICS, PSI_CPU, PSI_MEMORY,  # noqa: E402
+                                           RUN_QUEUE, section_means)
+from agentscope.analyzers.critical_path import walk_many  # noqa: E402
+from agentscope.analyzers.reference import Buffers, walk_arrays  # noqa: E402
 from agentscope.store.duckdb_store import Store  # noqa: E402
 
 
@@ -154,8 +155,8 @@ def run(args, work: Path) -> int:
     # OTLP file (no flattening, no insert)
     import duckdb
 
-    from agentscope.store.duckdb_store import SPAN_COLUMNS
     from agentscope.store.loading import _struct
+    from agentscope.store.schema import SPAN_COLUMNS
 
     con = duckdb.connect()
     files = sorted(str(p) for p in spans_dir.glob("spans-*.jsonl"))
@@ -177,12 +178,12 @@ def run(args, work: Path) -> int:
         pass
 
     t0 = time.perf_counter()
-    with gc_paused():  # as analyze_store does
-        cols = fetch_columns(store)
+    with gc_paused():  # as the front door does
+        inp = store.analysis_input()
     figures["fetch"] = (n_spans, time.perf_counter() - t0)
 
-    ranges = trace_ranges(cols["trace_no"].tolist())
-    lists = {c: cols[c].tolist() for c in ("parent_idx", "start_ns", "end_ns", "kind")}
+    ranges = trace_ranges(inp.trace_no.tolist())
+    lists = {c: getattr(inp, c).tolist() for c in ("parent_idx", "start_ns", "end_ns", "kind")}
     t0 = time.perf_counter()
     buf = Buffers(len(lists["parent_idx"]))
     for lo, hi in ranges:
@@ -190,46 +191,43 @@ def run(args, work: Path) -> int:
                     buf=buf)
     figures["critical path (per-trace walk)"] = (n_spans, time.perf_counter() - t0)
     t0 = time.perf_counter()
-    walk_many(cols["parent_idx"], cols["start_ns"], cols["end_ns"], cols["kind"], ranges)
+    walk_many(inp.parent_idx, inp.start_ns, inp.end_ns, inp.kind, ranges)
     figures["critical path (fleet walk)"] = (n_spans, time.perf_counter() - t0)
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        analysis = analyze_columns(cols)
+        fleet = engine.analyze(inp)
         times.append(time.perf_counter() - t0)
-        assert len(analysis.tasks) == args.tasks
-        del analysis
+        assert len(fleet.tasks) == args.tasks
+        del fleet
     figures["critical path + classification"] = (n_spans, sorted(times)[len(times) // 2])
 
     # counters: 10 Hz samples of the four host metrics the CPU/memory rules read, over the
     # whole time the traces span, joined to every critical-path section (the means over each)
-    lo_ns, hi_ns = int(cols["start_ns"].min()), int(cols["end_ns"].max())
+    lo_ns, hi_ns = int(inp.start_ns.min()), int(inp.end_ns.max())
     ticks = (hi_ns - lo_ns) // 100_000_000 + 2
     for metric, expr in ((PSI_CPU, "random()"), (RUN_QUEUE, "random() * 4"),
                          (CORES, "2.0"), (PSI_MEMORY, "random() * 0.1")):
         store.con.execute(
             f"INSERT INTO samples SELECT {lo_ns} + i * 100000000, 'h', NULL, 'bench', NULL, "
             f"'{metric}', {expr}, 0 FROM range(0, {ticks}) t(i)")
-    joined = []
-
-    def counters(hosts, start, end, pids=None):
-        t0 = time.perf_counter()
-        got = section_counters(store.con, np.full(len(start), "h", dtype=object), start, end)
-        joined.append((len(start), time.perf_counter() - t0))
-        return got
-
+    t0 = time.perf_counter()
+    series = store.counter_series(METRICS)
+    figures[f"counter series ({4 * ticks} samples)"] = (n_spans, time.perf_counter() - t0)
     with gc_paused():  # with samples in the store, the input carries the counter columns
-        cols = fetch_columns(store)
-    analysis = analyze_columns(cols, counters=counters)
-    n_sections, join_s = joined[0]
-    figures[f"counter join ({n_sections} sections, {4 * ticks} samples)"] = (n_spans, join_s)
-    del analysis
+        fleet = engine.analyze(store.analysis_input(with_counters=True))
+    sec = fleet.sections
+    t0 = time.perf_counter()  # the join alone (the engine runs it inside with these)
+    section_means(series, np.full(len(sec), "h", dtype=object), sec.start_ns, sec.end_ns)
+    join_s = time.perf_counter() - t0
+    figures[f"counter join ({len(sec)} sections, {4 * ticks} samples)"] = (n_spans, join_s)
+    del fleet, sec
     store.close()
 
-    parents = cols["parent_idx"]
-    sample = [[SimpleNamespace(span_id=cols["span_id"][i],
-                               parent_id=cols["span_id"][parents[i]] if parents[i] >= 0 else None,
-                               start=cols["start_ns"][i], end=cols["end_ns"][i])
+    parents = inp.parent_idx
+    sample = [[SimpleNamespace(span_id=inp.span_id[i],
+                               parent_id=inp.span_id[parents[i]] if parents[i] >= 0 else None,
+                               start=inp.start_ns[i], end=inp.end_ns[i])
                for i in range(lo, hi)] for lo, hi in ranges[: args.sample]]
     sample_spans = sum(len(f) for f in sample)
     try:

@@ -34,9 +34,8 @@ def main() -> int:
     args = p.parse_args()
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from agentscope.analyzers.pipeline import analyze_store
+    from agentscope.analysis import analyze
     from agentscope.exporters.prometheus import TraceDirCollector
-    from agentscope.store.duckdb_store import Store
 
     root = Path(tempfile.mkdtemp(prefix="scrape-"))
     try:
@@ -47,9 +46,7 @@ def main() -> int:
         for i in range(args.repeat):
             db = root / f"base-{i}.duckdb"
             t = time.perf_counter()
-            with Store(db) as store:
-                store.load(root / "traces")
-                analyze_store(store)
+            analyze(root / "traces", db)
             base.append(time.perf_counter() - t)
             collector = TraceDirCollector(str(root / "traces"), str(root / f"serve-{i}.duckdb"),
                                           refresh_s=0.0)

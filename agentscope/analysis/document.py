@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import numpy as np
+
 from ..analyzers.evidence import CLASSES
 
 SCHEMA = "agentscope.analysis/v1"
@@ -17,9 +19,30 @@ def iso_time(ns: int) -> str:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def task_dict(t: Any) -> dict:
-    """One task of the document, with its critical path."""
-    start = t.start_ns
+def document(analysis: Any) -> dict:
+    """The whole document of an :class:`~agentscope.analysis.Analysis`."""
+    from .frames import section_columns
+
+    cols = section_columns(analysis)  # every section at once, then cut per task
+    path = [dict(zip(_SEGMENT, row)) for row in zip(*(
+        cols[c] if isinstance(cols[c], list) else cols[c].tolist() for c in _SEGMENT))]
+    tasks = analysis.task_results
+    cuts = np.searchsorted(np.asarray(analysis.sections.task, dtype=np.int64),
+                           np.arange(len(tasks) + 1)).tolist()
+    return {
+        "schema": SCHEMA,
+        "tasks": [_task(t, path[cuts[i]:cuts[i + 1]]) for i, t in enumerate(tasks)],
+        "summary": analysis.summary.to_dict(),
+        "problems": [{"file": p.path, "line": p.line, "span_id": p.span_id, "reason": p.reason,
+                      "torn": p.torn} for p in analysis.problems],
+    }
+
+
+# a critical-path segment of the document: these section columns, under the same names
+_SEGMENT = ("span_id", "name", "stage", "start_s", "end_s", "class", "confidence", "evidence")
+
+
+def _task(t: Any, critical_path: list) -> dict:
     return {
         "trace_id": t.trace_id,
         "name": t.name,
@@ -32,22 +55,5 @@ def task_dict(t: Any) -> dict:
         "shares": {c: round(t.shares.get(c, 0.0), 6) for c in CLASSES},
         "evidence": list(t.evidence),
         "spans": t.spans,
-        "critical_path": [
-            {"span_id": s.span_id, "name": s.name, "stage": s.stage,
-             "start_s": round((s.start_ns - start) / 1e9, 9),
-             "end_s": round((s.end_ns - start) / 1e9, 9),
-             "class": s.cls, "confidence": s.confidence, "evidence": s.evidence}
-            for s in t.segments],
-    }
-
-
-def document(analysis: Any) -> dict:
-    """The whole document of an :class:`~agentscope.analysis.Analysis`."""
-    analysis.sections.evidence.all()  # every section's words in one go (then read per task)
-    return {
-        "schema": SCHEMA,
-        "tasks": [task_dict(t) for t in analysis.task_results],
-        "summary": analysis.summary.to_dict(),
-        "problems": [{"file": p.path, "line": p.line, "span_id": p.span_id, "reason": p.reason,
-                      "torn": p.torn} for p in analysis.problems],
+        "critical_path": critical_path,
     }

@@ -44,12 +44,9 @@ def tasks_frame(analysis: Any) -> Any:
     return pd.DataFrame(cols, columns=list(TASK_COLUMNS))
 
 
-def critical_path_frame(analysis: Any) -> Any:
-    """One row per critical-path section, tasks in the analysis' order and each task's in time
-    order. Times are seconds from the task's start; ``span_id`` is None for a gap between
-    root spans; ``evidence`` is the section's evidence in words."""
-    import pandas as pd
-
+def section_columns(analysis: Any) -> dict:
+    """The critical path's sections as columns (lists and arrays, in the order of
+    SECTION_COLUMNS): what :func:`critical_path_frame` and the JSON report are made of."""
     sec = analysis.sections
     tasks = analysis.task_results
     task = np.asarray(sec.task, dtype=np.int64)
@@ -73,4 +70,13 @@ def critical_path_frame(analysis: Any) -> Any:
         cols[f"share_{c}"] = np.asarray(sec.shares, dtype=np.float64)[:, k] if len(sec) else \
             np.zeros(0)
     cols["evidence"] = sec.evidence.all()
-    return pd.DataFrame(cols, columns=list(SECTION_COLUMNS))
+    return cols
+
+
+def critical_path_frame(analysis: Any) -> Any:
+    """One row per critical-path section, tasks in the analysis' order and each task's in time
+    order. Times are seconds from the task's start; ``span_id`` is None for a gap between
+    root spans; ``evidence`` is the section's evidence in words."""
+    import pandas as pd
+
+    return pd.DataFrame(section_columns(analysis), columns=list(SECTION_COLUMNS))

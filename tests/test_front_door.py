@@ -1,0 +1,179 @@
+"""The front door, ``agentscope.analyze()``: the same analysis as the CLI, DataFrames with the
+documented columns, read-only SQL, problems and warnings, and the verdicts on sample_traces/
+pinned across the refactoring that introduced it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import agentscope
+from agentscope.analysis import iso_time
+from agentscope.cli import main
+from agentscope.errors import QueryError
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "sample_traces"
+DOCS = REPO / "docs" / "analysis.md"
+GOLDEN = Path(__file__).parent / "golden" / "sample_traces_verdicts.json"
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """The analysis of sample_traces/ through the API and the CLI's JSON, each into a fresh
+    store of its own."""
+    d = tmp_path_factory.mktemp("front")
+    analysis = agentscope.analyze(SAMPLES, db=d / "api.duckdb")
+    result = CliRunner().invoke(main, ["analyze", str(SAMPLES), "--format", "json", "--db",
+                                       str(d / "cli.duckdb")])
+    assert result.exit_code == 0, result.output
+    return analysis, json.loads(result.stdout)
+
+
+def test_api_and_cli_give_the_same_document(both):
+    analysis, cli = both
+    assert analysis.to_dict() == cli
+    assert json.loads(analysis.to_json()) == cli
+    assert analysis.summary.to_dict() == cli["summary"]
+    assert len(analysis.task_results) == cli["summary"]["tasks"] == 40
+
+
+def test_tasks_frame_holds_the_documents_tasks(both):
+    analysis, cli = both
+    tasks = analysis.tasks
+    assert isinstance(tasks, pd.DataFrame) and len(tasks) == len(cli["tasks"])
+    assert str(tasks["start"].dtype) == "datetime64[ns, UTC]"
+    for row, t in zip(tasks.to_dict("records"), cli["tasks"]):
+        assert iso_time(row["start"].value) == t["start"]
+        for k in ("trace_id", "name", "lane", "service", "duration_s", "bottleneck",
+                  "confidence", "evidence", "spans"):
+            assert row[k] == t[k], k
+        assert {c: row[f"share_{c}"] for c in t["shares"]} == t["shares"]
+
+
+def test_critical_path_frame_holds_the_documents_sections(both):
+    analysis, cli = both
+    cp = analysis.critical_path
+    sections = [dict(s, trace_id=t["trace_id"], seq=i) for t in cli["tasks"]
+                for i, s in enumerate(t["critical_path"])]
+    assert len(cp) == len(sections)
+    for row, s in zip(cp.to_dict("records"), sections):
+        for k in ("trace_id", "seq", "span_id", "name", "stage", "start_s", "end_s", "class",
+                  "confidence", "evidence"):
+            assert row[k] == s[k], (k, row, s)
+        shares = [row[f"share_{c}"] for c in ("gpu", "cpu", "memory", "io", "queue")]
+        assert abs(sum(shares) - 1) < 1e-9
+    # the same sections as the store's critical_path view
+    view = analysis.query("SELECT trace_id, seq, span_id, class FROM critical_path "
+                          "ORDER BY trace_id, seq")
+    mine = cp.sort_values(["trace_id", "seq"])[["trace_id", "seq", "span_id", "class"]]
+    assert view.values.tolist() == mine.values.tolist()
+
+
+def _documented_columns(heading: str) -> list:
+    """The column names listed in docs/analysis.md under ``heading`` (a table of them)."""
+    text = DOCS.read_text()
+    part = text[text.index(heading):]
+    rows = re.findall(r"^\| `([a-z_]+)` \|", part.split("\n\n", 2)[1], flags=re.M)
+    assert rows, heading
+    return rows
+
+
+def test_frames_have_the_documented_columns(both):
+    analysis, _ = both
+    assert list(analysis.tasks.columns) == _documented_columns("Columns of `a.tasks`")
+    assert list(analysis.critical_path.columns) == \
+        _documented_columns("Columns of `a.critical_path`")
+
+
+def test_verdicts_on_sample_traces_are_pinned(both):
+    """Each task's bottleneck and shares, and the scorer's figures, as they were before the
+    front door: the refactoring moved no verdict."""
+    analysis, _ = both
+    golden = json.loads(GOLDEN.read_text())
+    got = {t.trace_id: t for t in analysis.task_results}
+    assert set(got) == set(golden["tasks"])
+    for trace_id, want in golden["tasks"].items():
+        t = got[trace_id]
+        assert (t.name, t.bottleneck) == (want["name"], want["bottleneck"]), trace_id
+        for c, v in want["shares"].items():
+            assert t.shares[c] == pytest.approx(v, abs=6e-5), (trace_id, c)
+    from agentscope.scenarios import score
+
+    s = score(SAMPLES)
+    want = golden["score"]
+    assert (len(s.tasks), s.task_accuracy, s.untruthed) == \
+        (want["tasks"], want["task_accuracy"], want["untruthed"])
+    assert s.time_accuracy == pytest.approx(want["time_accuracy"], abs=1e-6)
+    assert {k: [r, n] for k, (r, n, _) in s.by_scenario().items()} == want["scenarios"]
+
+
+def test_query_is_read_only_sql_returning_a_dataframe(both):
+    analysis, _ = both
+    df = analysis.query("SELECT bottleneck, count(*) AS n FROM tasks GROUP BY ALL ORDER BY n DESC")
+    assert isinstance(df, pd.DataFrame) and df["n"].sum() == 40
+    columns, rows = analysis.query_rows("SELECT count(*) FROM spans")
+    assert rows == [(241,)]
+    with pytest.raises(QueryError, match="read-only"):
+        analysis.query("DELETE FROM spans")
+    with pytest.raises(QueryError):
+        analysis.query("SELECT nonsense FROM nowhere")
+    assert analysis.query_rows("SELECT count(*) FROM spans")[1] == [(241,)]
+
+
+def test_breakdown_adds_up_to_the_critical_path(both):
+    analysis, _ = both
+    for by in ("stage", "lane"):
+        seconds = sum(sum(row.values()) for row in analysis.breakdown(by).values())
+        assert seconds == pytest.approx(analysis.summary.critical_path_s, rel=1e-6)
+    assert set(analysis.breakdown("lane")) == {"online", "batch"}
+    with pytest.raises(ValueError):
+        analysis.breakdown("colour")
+
+
+def test_problems_are_named_and_the_rest_is_analysed(tmp_path):
+    d = tmp_path / "t"
+    shutil.copytree(SAMPLES / "io", d)
+    (d / "spans-bad-1-1.jsonl").write_text('{"trace_id": "zz"}\n')
+    with agentscope.analyze(d, db=":memory:") as analysis:
+        (p,) = analysis.problems
+        assert p.path.endswith("spans-bad-1-1.jsonl") and p.line == 1
+        assert analysis.summary.input_problems == 1
+        assert len(analysis.task_results) == len(agentscope.analyze(
+            SAMPLES / "io", db=":memory:").task_results) > 0
+
+
+def test_nothing_to_analyse_says_why(tmp_path):
+    with agentscope.analyze(tmp_path, db=":memory:") as analysis:
+        assert analysis.task_results == () and analysis.tasks.empty
+        assert list(analysis.tasks.columns) == _documented_columns("Columns of `a.tasks`")
+        assert analysis.critical_path.empty
+        (warning,) = analysis.warnings
+        assert "no capture files" in warning
+    with pytest.raises(FileNotFoundError):
+        agentscope.analyze(tmp_path / "missing")
+
+
+def test_an_in_memory_store_is_closed_with_the_analysis():
+    analysis = agentscope.analyze(SAMPLES / "cpu", db=":memory:")
+    assert analysis.query_rows("SELECT count(*) > 0 FROM spans")[1] == [(True,)]
+    analysis.close()
+    with pytest.raises(ValueError, match="closed"):
+        analysis.query("SELECT 1")
+
+
+def test_the_documented_example_runs(tmp_path, monkeypatch):
+    """The Python example of docs/analysis.md, as written, on a copy of sample_traces/."""
+    text = DOCS.read_text()
+    part = text[text.index("## Python API"):]
+    code = re.search(r"```python\n(.*?)```", part, flags=re.S).group(1)
+    shutil.copytree(SAMPLES, tmp_path / "sample_traces")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, str(DOCS), "exec"), {})
+    assert (tmp_path / "sample_traces" / ".agentscope" / "agentscope.duckdb").exists()
