@@ -99,16 +99,7 @@ def critical_path(spans: Iterable, root_id: Optional[str] = None) -> CriticalPat
     """The critical path of one trace given as span-like objects (``span_id``, ``parent_id``,
     ``start``, ``end``, ``kind``), or of the subtree under ``root_id`` when given and present:
     :func:`walk_many` over that one trace."""
-    index: dict = {}
-    uniq: list = []
-    duplicates = 0
-    for s in spans:
-        if s.span_id in index:
-            duplicates += 1
-        else:
-            index[s.span_id] = len(uniq)
-            uniq.append(s)
-    parent = [-1 if s.parent_id is None else index.get(s.parent_id, -1) for s in uniq]
+    uniq, index, parent, duplicates = unique_spans(spans)
     if root_id in index:  # only the subtree under it, with it as the root
         uniq, parent = _subtree(uniq, parent, index[root_id])
     if not uniq:
@@ -120,6 +111,22 @@ def critical_path(spans: Iterable, root_id: Optional[str] = None) -> CriticalPat
                      for i, a, b in zip(w.span.tolist(), w.start.tolist(), w.end.tolist()))
     return CriticalPath(sections, w.starts[0], w.ends[0], tuple(ids[r] for r in w.roots[0]),
                         w.off_path[0], duplicates)
+
+
+def unique_spans(spans: Iterable) -> tuple:
+    """(the spans with each id once, the first kept; {span_id: index}; each one's parent
+    index or -1; how many repeats were dropped)."""
+    index: dict = {}
+    uniq: list = []
+    duplicates = 0
+    for s in spans:
+        if s.span_id in index:
+            duplicates += 1
+        else:
+            index[s.span_id] = len(uniq)
+            uniq.append(s)
+    parent = [-1 if s.parent_id is None else index.get(s.parent_id, -1) for s in uniq]
+    return uniq, index, parent, duplicates
 
 
 def _subtree(spans: list, parent: list, root: int) -> tuple:

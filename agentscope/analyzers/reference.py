@@ -20,7 +20,7 @@ from typing import Any, Iterable, NamedTuple, Optional
 import numpy as np
 
 from .counters import METRICS
-from .critical_path import _descend_flat, _over_roots
+from .critical_path import _descend_flat, _over_roots, unique_spans
 from .evidence import CLASSES, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES, SELF_TIME_STAGES, Facts
 from .evidence import classify, dominant
 from .results import Segment, TaskResult
@@ -44,18 +44,8 @@ class Walk(NamedTuple):
 def walk(spans: Iterable, root_id: Optional[str] = None) -> Walk:
     """The critical path over span-like objects (``span_id``, ``parent_id``, ``start``,
     ``end``, ``kind``), by index; from ``root_id`` only, when given and present.
-    :func:`critical_path` is the named form."""
-    index: dict = {}
-    uniq: list = []
-    duplicates = 0
-    for s in spans:
-        if s.span_id in index:
-            duplicates += 1
-        else:
-            index[s.span_id] = len(uniq)
-            uniq.append(s)
-    get = index.get
-    parent = [-1 if s.parent_id is None else get(s.parent_id, -1) for s in uniq]
+    :func:`~.critical_path.critical_path` is the fleet walk's form of it."""
+    uniq, index, parent, duplicates = unique_spans(spans)
     roots = [index[root_id]] if root_id in index else None
     w = walk_arrays(parent, [s.start for s in uniq], [s.end for s in uniq],
                     [s.kind for s in uniq], 0, len(uniq), roots=roots)

@@ -21,9 +21,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .._signals import handle, restore
 from .proctree import stat_fields
 from .sampler import Sampler, default_sources
 
@@ -69,7 +70,7 @@ def collect(out: str, options: SamplerOptions, *, pid: int | None = None,
     ``stop`` being set. Returns the stopped sampler (its file flushed and closed)."""
     sampler = make_sampler(out, pid, options, say)
     stop = stop if stop is not None else threading.Event()
-    previous = _install(STOPPING, lambda *_: stop.set())
+    previous = handle(STOPPING, lambda *_: stop.set())
     deadline = None if duration is None else time.monotonic() + duration
 
     def watch() -> None:
@@ -87,7 +88,7 @@ def collect(out: str, options: SamplerOptions, *, pid: int | None = None,
         sampler.stop()
     finally:
         stop.set()  # the watch thread ends with us
-        _restore(previous)
+        restore(previous)
     return sampler
 
 
@@ -111,7 +112,7 @@ def run_command(command: Sequence[str], trace_dir: str, options: SamplerOptions,
     except OSError as e:
         say(f"agentscope run: cannot start {command[0]}: {e.strerror or e}")
         return 127 if isinstance(e, FileNotFoundError) else 126
-    previous = _install(FORWARDED, lambda signum, _frame: _forward(child, signum))
+    previous = handle(FORWARDED, lambda signum, _frame: _forward(child, signum))
     try:
         sampler = stop = thread = None
         try:
@@ -134,7 +135,7 @@ def run_command(command: Sequence[str], trace_dir: str, options: SamplerOptions,
             thread.join(5.0)
             sampler.stop()
     finally:
-        _restore(previous)
+        restore(previous)
     return code if code >= 0 else 128 - code
 
 
@@ -172,17 +173,3 @@ def _terminal_sent_it_to_the_group() -> bool:
         except OSError:
             continue
     return False
-
-
-def _install(names: Iterable[str], handler: Callable) -> dict:
-    """Handle the signals named (those this platform has) with ``handler``; the previous
-    handlers. Nothing off the main thread, where Python cannot set handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {sig: signal.signal(sig, handler)
-            for sig in (getattr(signal, n) for n in names if hasattr(signal, n))}
-
-
-def _restore(previous: dict) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, signal.SIG_DFL if handler is None else handler)

@@ -16,6 +16,7 @@ import time
 import urllib.request
 from typing import Any, Optional
 
+from .. import metric_names as mn
 from .prometheus import SAMPLED, analysis_metrics, sampled_metrics
 
 # Prometheus family name -> (OpenTelemetry name, unit)
@@ -30,12 +31,8 @@ OTEL_NAMES = {
     "agentscope_gpu_idle_ratio": ("agentscope.gpu.idle", "1"),
     "agentscope_gpu_idle_attribution_ratio": ("agentscope.gpu.idle.attribution", "1"),
 }
-_UNITS = {"_ratio": "1", "_bytes": "By", "_bytes_per_second": "By/s", "_watts": "W",
-          "_megahertz": "MHz", "_per_second": "/s", "_cores": "{cpu}", "_threads": "{thread}"}
-for _otel, (_prom, _) in SAMPLED.items():
-    _unit = next((u for suffix, u in sorted(_UNITS.items(), key=lambda kv: -len(kv[0]))
-                  if _prom.endswith(suffix)), "1")
-    OTEL_NAMES[_prom] = (_otel, _unit)
+# the sampled counters: their own names and units (agentscope/metric_names.py)
+OTEL_NAMES.update({prom: (otel, mn.UNITS[otel]) for otel, (prom, _) in SAMPLED.items()})
 
 
 def request(analysis: Any, service: str = "agentscope") -> Any:

@@ -290,9 +290,9 @@ def serve(trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0,
     """Serve the metrics of ``trace_dir`` on http://ADDRESS:PORT/metrics until SIGINT or
     SIGTERM (or ``stop`` is set). The first analysis runs before the server starts, so its
     errors raise here; ``ready(url)`` is called once it listens."""
-    import signal
-
     from prometheus_client import CollectorRegistry, start_http_server
+
+    from .._signals import handle, restore
 
     registry = CollectorRegistry(auto_describe=False)
     collector = TraceDirCollector(trace_dir, db, refresh_s)
@@ -300,15 +300,11 @@ def serve(trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0,
     registry.register(collector)
     server, _ = start_http_server(port, addr=address, registry=registry)
     stop = stop or threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    previous = handle(("SIGINT", "SIGTERM"), lambda *_: stop.set())
     try:
         if ready is not None:
             ready(f"http://{address}:{server.server_port}/metrics")
         stop.wait()
     finally:
         server.shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore(previous)
