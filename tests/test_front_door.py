@@ -168,12 +168,15 @@ def test_an_in_memory_store_is_closed_with_the_analysis():
         analysis.query("SELECT 1")
 
 
-def test_the_documented_example_runs(tmp_path, monkeypatch):
-    """The Python example of docs/analysis.md, as written, on a copy of sample_traces/."""
-    text = DOCS.read_text()
-    part = text[text.index("## Python API"):]
+@pytest.mark.parametrize("doc,heading", [("docs/analysis.md", "## Python API"),
+                                         ("docs/reports.md", "### From Python"),
+                                         ("README.md", "### Analysing from Python")])
+def test_the_documented_examples_run(tmp_path, monkeypatch, doc, heading):
+    """The Python examples of the docs, as written, on a copy of sample_traces/."""
+    text = (REPO / doc).read_text()
+    part = text[text.index(heading):]
     code = re.search(r"```python\n(.*?)```", part, flags=re.S).group(1)
     shutil.copytree(SAMPLES, tmp_path / "sample_traces")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, str(DOCS), "exec"), {})
+    exec(compile(code, doc, "exec"), {})
     assert (tmp_path / "sample_traces" / ".agentscope" / "agentscope.duckdb").exists()
