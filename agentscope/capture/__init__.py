@@ -1,7 +1,7 @@
 """Instrumentation: the public tracing API, our lean spans, and the crash-safe span writer.
 
 The first layer of agentscope (instrument -> collect -> store -> analyze -> export). It
-imports nothing from the layers after it.
+imports nothing from the layers after it (it may start a collectors' sampler in-process).
 """
 
 from .instrument import annotate, current_span, stage, task

@@ -1,7 +1,8 @@
 """Reading a trace directory in pure Python, validating every line.
 
-This is the reference reader of our own capture files (the DuckDB loader of the analyze
-issue will be measured against it). Bad lines are collected as
+The reader of our own capture files that needs no database: ``agentscope check`` and the
+tests use it; the store loads through DuckDB (:mod:`.loading`), whose per-file fallback
+validates each line the same way (``formats/``). Bad lines are collected as
 :class:`~agentscope.errors.TraceFormatError` (file, line, span, reason); they never stop the
 rest from loading.
 """
