@@ -28,17 +28,23 @@ from .capture import (Runtime, annotate, current_span, flush, init, shutdown, st
                       trace_env, wrap)
 from .vocab import Lane, Resource, Stage
 
+# (not analyze and Analysis: a star import in an agent would load the analysis with them)
 __all__ = [
-    "Analysis", "Lane", "Resource", "Runtime", "Stage", "__version__", "analyze", "annotate",
-    "current_span", "flush", "init", "shutdown", "stage", "task", "trace_env", "wrap",
+    "Lane", "Resource", "Runtime", "Stage", "__version__", "annotate", "current_span", "flush",
+    "init", "shutdown", "stage", "task", "trace_env", "wrap",
 ]
+_ANALYSIS = ("analyze", "Analysis")
 
 
 def __getattr__(name: str):
     # the analysis (DuckDB, numpy, pandas) is imported on first use, not by an agent that
     # only records spans
-    if name in ("analyze", "Analysis"):
+    if name in _ANALYSIS:
         from . import analysis
 
         return getattr(analysis, name)
     raise AttributeError(f"module 'agentscope' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_ANALYSIS))

@@ -61,12 +61,15 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False):
     """Load and analyse TRACE_DIR through the front door, with a progress bar on long loads
     and, on stderr, why there is nothing to report when there is nothing."""
     from .analysis import analyze
+    from .errors import StoreError
 
     bar = None if quiet else _ProgressBar()
     try:
         analysis = analyze(trace_dir, db, progress=bar, batch=True)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, NotADirectoryError) as e:
         raise click.UsageError(str(e)) from None
+    except StoreError as e:  # e.g. locked by another process
+        _fail(str(e))
     finally:
         if bar is not None:
             bar.close()
@@ -78,6 +81,11 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False):
 
 def _say(message: str) -> None:
     click.echo(message, err=True)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"agentscope: {message}", err=True)
+    sys.exit(code)
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -209,7 +217,7 @@ def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> 
     from .exporters import html_report
 
     analysis = _analysis(trace_dir, db)
-    data = html_report.write(html_path, analysis, timelines, source=trace_dir)
+    data = html_report.write(html_path, analysis, timelines=timelines, source=trace_dir)
     click.echo(f"wrote {html_path}: {len(analysis.task_results)} tasks, "
                f"{len(data['timelines'])} with a timeline", err=True)
     sys.exit(1 if analysis.problems else 0)
@@ -233,12 +241,15 @@ def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
         agentscope query traces/ "SELECT name, class, duration_s FROM critical_path
                                   WHERE trace_id = '...' ORDER BY seq"
     """
-    from .errors import QueryError
+    from .errors import QueryError, StoreError
 
+    analysis = _analysis(trace_dir, db, quiet=True)
     try:
-        columns, rows = _analysis(trace_dir, db, quiet=True).query_rows(statement)
+        columns, rows = analysis.query_rows(statement)
     except QueryError as e:
         raise click.UsageError(f"SQL error: {e}") from None
+    except StoreError as e:
+        _fail(str(e))
     if fmt == "json":
         click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=2))
     elif fmt == "csv":
@@ -370,11 +381,15 @@ def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: fl
     """
     from .exporters.prometheus import serve as serve_metrics
 
+    from .errors import StoreError
+
     try:
         serve_metrics(trace_dir, db, refresh, port, address, ready=lambda url: _say(
             f"agentscope: serving metrics of {trace_dir} on {url}"))
-    except FileNotFoundError as e:
+    except (FileNotFoundError, NotADirectoryError) as e:
         raise click.UsageError(str(e)) from None
+    except StoreError as e:
+        _fail(str(e))
 
 
 @main.group()
@@ -472,8 +487,8 @@ def scenarios_list() -> None:
 @click.option("--load", type=click.IntRange(min=1), default=1, show_default=True,
               help="Load level: how many tasks run at once, as a multiple of the "
                    "scenario's own.")
-@click.option("--hz", type=float, default=10.0, show_default=True,
-              help="Counter samples per second.")
+@click.option("--hz", type=click.FloatRange(min=0, min_open=True), default=10.0,
+              show_default=True, help="Counter samples per second.")
 def scenarios_run(name: str, out: str, tasks: int, load: int, hz: float) -> None:
     """Record scenario NAME (or all) with counters on and its ground truth beside it.
 
@@ -500,7 +515,7 @@ def scenarios_score(trace_dir: str, fmt: str) -> None:
 
     try:
         got = score(trace_dir)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, NotADirectoryError) as e:
         raise click.UsageError(str(e)) from None
     if fmt == "json":
         click.echo(json.dumps(got.to_json(), indent=2))

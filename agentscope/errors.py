@@ -32,3 +32,7 @@ class TraceFormatError(AgentscopeError):
 
 class QueryError(AgentscopeError):
     """A SQL statement the store could not run (its reason is DuckDB's)."""
+
+
+class StoreError(AgentscopeError):
+    """A store that cannot be opened (missing, or locked by another process)."""

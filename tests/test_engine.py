@@ -58,7 +58,7 @@ def _compare(directory):
         assert (a.trace_id, a.name, a.lane, a.service) == (b.trace_id, b.name, b.lane, b.service)
         assert (a.start_ns, a.duration_ns, a.bottleneck) == (b.start_ns, b.duration_ns,
                                                              b.bottleneck), a.name
-        assert a.confidence == pytest.approx(b.confidence, abs=0.011)
+        assert a.confidence == b.confidence
         for c in a.shares:
             assert a.shares[c] == pytest.approx(b.shares[c], abs=1e-9)
         assert a.evidence == b.evidence

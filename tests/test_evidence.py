@@ -115,3 +115,22 @@ def test_without_accounting_the_stage_decides_and_says_so():
         assert f"{expected} assumed from its stage '{stage.value}'" in v.reason
     assert classify_one(facts(stage="inference", own_cpu=-1.0, server_local=True)).cls == "gpu"
     assert classify_one(facts(stage=None, own_cpu=-1.0)).cls == "io"
+
+
+def test_the_rules_and_their_words_as_they_were():
+    """200 random spans classified as the classifier did before its two forms (one span with
+    words, every span without) became one (tests/golden/classify_cases.json): the same
+    shares, confidence, class and words."""
+    import json
+    from pathlib import Path
+
+    golden = json.loads((Path(__file__).parent / "golden" / "classify_cases.json").read_text())
+    spans = [SpanFacts(**case["facts"]) for case in golden["cases"]]
+    together = classify(Facts.of(spans))
+    words = together.reasons(range(len(spans)))
+    for i, case in enumerate(golden["cases"]):
+        assert np.allclose(together.shares[i], [case["shares"][c] for c in CLASSES],
+                           atol=1e-12), case
+        assert together.confidence[i] == case["confidence"], case
+        assert CLASSES[together.cls[i]] == case["cls"], case
+        assert words[i] == case["reason"], case

@@ -93,8 +93,9 @@ def test_frames_have_the_documented_columns(both):
 
 
 def test_verdicts_on_sample_traces_are_pinned(both):
-    """Each task's bottleneck and shares, and the scorer's figures, as they were before the
-    front door: the refactoring moved no verdict."""
+    """Each task's bottleneck, shares, evidence sentences and critical-path classes, and the
+    scorer's figures, as they were before the front door (recorded from commit 7a89655, not
+    from this code): the refactoring moved no verdict."""
     analysis, _ = both
     golden = json.loads(GOLDEN.read_text())
     got = {t.trace_id: t for t in analysis.task_results}
@@ -104,6 +105,8 @@ def test_verdicts_on_sample_traces_are_pinned(both):
         assert (t.name, t.bottleneck) == (want["name"], want["bottleneck"]), trace_id
         for c, v in want["shares"].items():
             assert t.shares[c] == pytest.approx(v, abs=6e-5), (trace_id, c)
+        assert list(t.evidence) == want["evidence"], trace_id
+        assert [s.cls for s in t.segments] == want["path"], trace_id
     from agentscope.scenarios import score
 
     s = score(SAMPLES)

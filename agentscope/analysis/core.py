@@ -9,7 +9,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -19,10 +19,12 @@ from ..analyzers.counters import METRICS, gpu_summary
 from ..analyzers.evidence import CLASSES
 from ..analyzers.results import Fleet, Sections, Summary
 from ..analyzers.verdict import breakdown
-from ..errors import QueryError
 from ..store.duckdb_store import Store
 from ..store.loading import LoadReport
 from ..store.schema import MEMORY
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 # (bytes read so far, bytes in all): called as the files of a directory are loaded
 Progress = Callable[[int, int], None]
@@ -40,10 +42,14 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     reuse rather than given back to the OS and faulted in again (glibc), and DuckDB keeps up
     to 1 GB of its freed blocks.
 
-    Raises FileNotFoundError if ``source`` is not a directory. Bad input never raises: each
+    Raises FileNotFoundError if ``source`` does not exist (NotADirectoryError if it is a
+    file), StoreError if the store is locked by another process. Bad input never raises: each
     problem is in :attr:`Analysis.problems` with its file and line, and the rest is analysed.
     """
     root = Path(source)
+    if root.is_file():
+        raise NotADirectoryError(f"{source} is a file: give the trace directory that holds it "
+                                 "(single files are not read yet)")
     if not root.is_dir():
         raise FileNotFoundError(f"no such trace directory: {source}")
     if batch:
@@ -159,15 +165,16 @@ class Analysis:
 
     # ---- the results as DataFrames and as the JSON document ----------------------------------
     @functools.cached_property
-    def tasks(self) -> Any:
-        """One row per task (pandas DataFrame)."""
+    def tasks(self) -> "pd.DataFrame":
+        """One row per task (pandas DataFrame; made once and shared: ``.copy()`` it to
+        change it)."""
         from .frames import tasks_frame
 
         return tasks_frame(self)
 
     @functools.cached_property
-    def critical_path(self) -> Any:
-        """One row per critical-path section (pandas DataFrame)."""
+    def critical_path(self) -> "pd.DataFrame":
+        """One row per critical-path section (pandas DataFrame; made once and shared)."""
         from .frames import critical_path_frame
 
         return critical_path_frame(self)
@@ -199,43 +206,38 @@ class Analysis:
         return breakdown(sec, keys)
 
     # ---- the store behind it ------------------------------------------------------------------
-    def query(self, statement: str) -> Any:
-        """Run read-only SQL over the store (tables ``spans``, ``samples``; views ``tasks``,
-        ``critical_path``); returns a pandas DataFrame. Raises QueryError."""
-        import duckdb
-
+    def query(self, statement: str) -> "pd.DataFrame":
+        """Run one read-only SQL statement over the store (tables ``spans``, ``samples``;
+        views ``tasks``, ``critical_path``); returns a pandas DataFrame. Raises QueryError
+        (bad SQL, a statement that would write, several statements) or StoreError (the store
+        is locked by another process). The views hold the store's latest analysis: this one,
+        unless another was saved into the same store since."""
         with self._store.open() as store:
-            try:
-                return store.query(statement).fetchdf()
-            except duckdb.Error as e:
-                raise QueryError(str(e)) from None
+            return store.read(statement, frame=True)
 
     def query_rows(self, statement: str) -> tuple:
         """:meth:`query` as (column names, row tuples)."""
-        import duckdb
-
         with self._store.open() as store:
-            try:
-                cursor = store.query(statement)
-                return [d[0] for d in cursor.description or []], cursor.fetchall()
-            except duckdb.Error as e:
-                raise QueryError(str(e)) from None
+            return store.read(statement)
 
     def spans_of(self, trace_ids: list) -> dict:
-        """Every span of these traces: trace_id -> [(span_id, parent, name, stage, start_ns,
-        end_ns, host, status)]."""
+        """Every span of these traces: trace_id -> [SpanRow]."""
         with self._store.open() as store:
             return store.spans_of(trace_ids)
 
+    def span_parents(self) -> dict:
+        """{(trace_id, span_id): parent_span_id} of every span in the store."""
+        with self._store.open() as store:
+            return store.span_parents()
+
     def counters_in_windows(self, windows: list, metrics: list) -> list:
         """The samples of ``metrics`` on each window's host over it: windows are (key, host,
-        start_ns, end_ns); rows (key, metric, device, ts_ns, value)."""
+        start_ns, end_ns); [WindowSample]."""
         with self._store.open() as store:
             return store.counters_in_windows(windows, metrics)
 
     def latest_samples(self, metrics: list) -> list:
-        """The latest value of each series of ``metrics``: (metric, host, device, pid, value,
-        ts_ns)."""
+        """The latest value of each series of ``metrics``: [LatestSample]."""
         with self._store.open() as store:
             return store.latest_samples(metrics)
 

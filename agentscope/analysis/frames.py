@@ -18,6 +18,8 @@ TASK_COLUMNS = ("trace_id", "name", "lane", "service", "start", "duration_s", "b
 SECTION_COLUMNS = ("trace_id", "seq", "span_id", "name", "stage", "start_s", "end_s",
                    "duration_s", "class", "confidence", *(f"share_{c}" for c in CLASSES),
                    "evidence")
+STRINGS = ("trace_id", "name", "lane", "service", "bottleneck", "span_id", "stage", "class",
+           "evidence")
 
 
 def tasks_frame(analysis: Any) -> Any:
@@ -41,7 +43,7 @@ def tasks_frame(analysis: Any) -> Any:
     cols["orchestration_s"] = [t.orchestration_ns / 1e9 for t in tasks]
     cols["spans"] = [t.spans for t in tasks]
     cols["evidence"] = [list(t.evidence) for t in tasks]
-    return pd.DataFrame(cols, columns=list(TASK_COLUMNS))
+    return _frame(cols, TASK_COLUMNS, STRINGS)
 
 
 def section_columns(analysis: Any) -> dict:
@@ -62,7 +64,7 @@ def section_columns(analysis: Any) -> dict:
         # rounded as the JSON report rounds them (Python's round, correctly rounded)
         "start_s": [round(x, 9) for x in ((start - base) / 1e9).tolist()],
         "end_s": [round(x, 9) for x in ((end - base) / 1e9).tolist()],
-        "duration_s": (end - start) / 1e9,
+        "duration_s": [round(x, 9) for x in ((end - start) / 1e9).tolist()],
         "class": np.asarray(CLASSES, dtype=object)[np.asarray(sec.cls, dtype=np.int64)],
         "confidence": np.asarray(sec.confidence, dtype=np.float64),
     }
@@ -77,6 +79,13 @@ def critical_path_frame(analysis: Any) -> Any:
     """One row per critical-path section, tasks in the analysis' order and each task's in time
     order. Times are seconds from the task's start; ``span_id`` is None for a gap between
     root spans; ``evidence`` is the section's evidence in words."""
+    return _frame(section_columns(analysis), SECTION_COLUMNS, STRINGS)
+
+
+def _frame(cols: dict, columns: tuple, strings: tuple) -> Any:
+    """A DataFrame of ``cols``; the ``strings`` columns kept as Python objects, so that what
+    is missing is None (pandas 3 would infer its string dtype, where it is NaN)."""
     import pandas as pd
 
-    return pd.DataFrame(section_columns(analysis), columns=list(SECTION_COLUMNS))
+    return pd.DataFrame({c: pd.Series(cols[c], dtype=object) if c in strings else cols[c]
+                         for c in columns}, columns=list(columns))

@@ -100,22 +100,23 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     for i, h in enumerate(hosts.tolist()):
         if h is not None:
             by_host.setdefault(h, []).append(i)
-    wanted_hosts = {h for h, *_ in keys}
+    wanted_hosts = {k.host for k in keys}
     if not wanted_hosts & set(by_host):
         return out
     ts_all, val_all = series.ts_ns, series.value
     a_all = np.asarray(start, dtype=np.int64)
     b_all = np.asarray(end, dtype=np.int64)
     rows = {h: np.asarray(ix, dtype=np.int64) for h, ix in by_host.items()}
-    for h, first, last in series.no_gpu_runs:
-        if h in rows:  # the sections within the run of that collector
-            sel = rows[h]
-            sel = sel[(a_all[sel] >= first) & (b_all[sel] <= last)]
+    for run in series.no_gpu_runs:
+        if run.host in rows:  # the sections within the run of that collector
+            sel = rows[run.host]
+            sel = sel[(a_all[sel] >= run.first_ns) & (b_all[sel] <= run.last_ns)]
             out.setdefault(NO_GPU, np.zeros(n))[sel] = 1.0
     gpus_of = series.gpus_of if pids is not None else {}
     per_gpu: dict = {}  # (host, device) -> means of that GPU's utilization
     offset = 0
-    for host, metric, device, series_pid, count in keys:
+    for key in keys:
+        host, metric, count = key.host, key.metric, key.samples
         ts, v = ts_all[offset:offset + count], val_all[offset:offset + count]
         offset += count
         sel = rows.get(host)
@@ -124,7 +125,7 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
         if metric in PER_PROCESS:  # only the sections of that process
             if pids is None:
                 continue
-            sel = sel[np.asarray(pids)[sel] == series_pid]
+            sel = sel[np.asarray(pids)[sel] == key.pid]
             if not len(sel):
                 continue
         integral = np.zeros(len(ts))
@@ -142,7 +143,7 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
         col = out.setdefault(metric, np.full(n, np.nan))
         col[sel] = np.fmax(col[sel], (at_b - at_a) / (b - a))
         if metric == GPU_UTIL and gpus_of:
-            mine = per_gpu.setdefault((host, device), np.full(n, np.nan))
+            mine = per_gpu.setdefault((host, key.device), np.full(n, np.nan))
             mine[sel] = (at_b - at_a) / (b - a)
     if gpus_of and GPU_UTIL in out:
         pids = np.asarray(pids)
@@ -368,10 +369,10 @@ def gpu_summary(rows: list) -> Optional[dict]:
     if not rows:
         return None
     out: dict = {}
-    for host, device, busy, idle, measured_s, stage, cls, share in rows:
-        d = out.setdefault(f"{device}@{host}", {"busy": round(busy, 4), "idle": round(idle, 4),
-                                                "measured_s": round(measured_s, 3),
-                                                "idle_while": {}})
-        if stage is not None or cls is not None:
-            d["idle_while"][f"{stage or 'gap'} {cls}"] = round(share, 4)
+    for r in rows:
+        d = out.setdefault(f"{r.device}@{r.host}", {
+            "busy": round(r.busy, 4), "idle": round(r.idle, 4),
+            "measured_s": round(r.measured_s, 3), "idle_while": {}})
+        if r.stage is not None or r.cls is not None:
+            d["idle_while"][f"{r.stage or 'gap'} {r.cls}"] = round(r.share, 4)
     return out

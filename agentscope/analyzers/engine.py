@@ -17,6 +17,7 @@ The per-trace reference of the same rules (:mod:`.reference`) is checked against
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -138,7 +139,8 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
             trace_id = next((x for x in inp.trace_id[lo:hi] if x is not None), "")
         tasks.append(TaskResult(
             trace_id, names[root], inp.lane[root], inp.service[root], starts[t], dur,
-            CLASSES[verdict_l[t]], conf_l[t], dict(zip(CLASSES, share_rows[t])), evidence,
+            CLASSES[verdict_l[t]], conf_l[t], MappingProxyType(dict(zip(CLASSES, share_rows[t]))),
+            tuple(evidence),
             LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace]))
     return Fleet(tuple(tasks), sections, summarize(tasks))
 

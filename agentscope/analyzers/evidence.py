@@ -39,7 +39,7 @@ CLASSES = tuple(r.value for r in Resource)  # report order: gpu, cpu, memory, io
 _K = {c: i for i, c in enumerate(CLASSES)}
 
 # What a stage usually means: the class of a span that has no evidence but its label (an
-# inference's depends on where it was served: see _inference_wait), and the verdict from
+# inference's depends on where it was served: see classify), and the verdict from
 # labels alone that the scenarios' baseline scores (there, an inference is a GPU's).
 STAGE_CLASS = {Stage.TASK: CPU, Stage.AGENT: CPU, Stage.QUEUE: QUEUE, Stage.CONTEXT: CPU,
                Stage.INFERENCE: GPU, Stage.TOOL: IO, Stage.ENV: IO, Stage.MEMORY: MEMORY}
@@ -187,14 +187,13 @@ class Classified:
         cols = [np.asarray(a)[rows].tolist() for a in (
             f.queue_s, self.queued, self.measured, f.stage_code, self.wait_cls, f.loop,
             self.busy, self.paging_ns, f.own_faults, f.child_cpu_ns, self.waiting,
-            self.fault_wait, self.waited, self.rest, f.model_s, f.server_local)]
+            self.fault_wait, self.waited, self.rest, f.model_s)]
         return [_words(*row) for row in zip(*cols)]
 
 
 def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: int, loop: bool,
            busy: float, paging_ns: float, faults: float, child_ns: float, waiting: float,
-           fault_wait: float, waited: float, rest: float, model_s: float,
-           server_local: bool) -> str:
+           fault_wait: float, waited: float, rest: float, model_s: float) -> str:
     """One span's evidence in words, from the figures :func:`classify` decided by."""
     notes = []
     if queue_s:
@@ -217,24 +216,25 @@ def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: in
         if fault_wait > 0:
             notes.append(f"{int(faults)} major page faults")
         if waited > 1e-9 and waiting >= SAID * rest:
-            if code == _QUEUE_CODE:
-                notes.append("waiting in a queue stage, off-CPU")
-            elif code == _MEMORY_CODE:
-                notes.append("moving its working set (memory stage), off-CPU")
-            elif code == _INFERENCE_CODE:
-                notes.append(_inference_wait(model_s, server_local))
-            else:
-                notes.append(OFF_CPU_UNEXPLAINED)
+            notes.append(_wait_words(wait_cls, code, model_s))
     return ", ".join(notes)
 
 
-def _inference_wait(model_s: float, server_local: bool) -> str:
-    """What an inference span waited on, in words (the class: :func:`classify`)."""
-    if model_s:
-        return f"server-reported model time {model_s:.3g} s"
-    if server_local:
+def _wait_words(wait_cls: int, code: int, model_s: float) -> str:
+    """What a span's waiting was, in words: the class :func:`classify` gave it, and for an
+    inference which of its rules did."""
+    cls = CLASSES[wait_cls]
+    if cls == QUEUE:
+        return "waiting in a queue stage, off-CPU"
+    if cls == MEMORY:
+        return "moving its working set (memory stage), off-CPU"
+    if cls == GPU:
+        if model_s:
+            return f"server-reported model time {model_s:.3g} s"
         return "waiting on a local model server (no device counters: accelerator assumed)"
-    return "waiting on a model endpoint (remote API or untraced server)"
+    if code == _INFERENCE_CODE:
+        return "waiting on a model endpoint (remote API or untraced server)"
+    return OFF_CPU_UNEXPLAINED
 
 
 def classify(f: Any) -> Classified:

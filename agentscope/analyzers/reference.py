@@ -24,7 +24,8 @@ from .critical_path import _descend_flat, _over_roots, unique_spans
 from .evidence import CLASSES, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES, SELF_TIME_STAGES, Facts
 from .evidence import classify, dominant
 from .results import Segment, TaskResult
-from .verdict import NO_CLASS, bottlenecks, evidence_line, span_label, task_confidence
+from .verdict import (EVIDENCE_SPANS, NO_CLASS, bottlenecks, evidence_line, span_label,
+                      task_confidence)
 
 
 class Walk(NamedTuple):
@@ -209,7 +210,7 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
         confidence = float(task_confidence([quality], row)[0])
     return TaskResult(
         trace_id, task.name, lanes.get(task.span_id), services.get(task.span_id), w.start,
-        duration, bottleneck, confidence, shares, _evidence(segments, duration), segments,
+        duration, bottleneck, confidence, shares, tuple(_evidence(segments, duration)), segments,
         len(spans), orchestration, w.duplicates, w.off_path)
 
 
@@ -220,7 +221,7 @@ def _evidence(segments: list, duration: int) -> list:
         entry = per_span.setdefault(s.span_id, [0, s])
         entry[0] += s.end_ns - s.start_ns
     return [evidence_line(span_label(seg.name, seg.stage), held, duration, seg.cls, seg.evidence)
-            for held, seg in sorted(per_span.values(), key=lambda e: -e[0])[:3]]
+            for held, seg in sorted(per_span.values(), key=lambda e: -e[0])[:EVIDENCE_SPANS]]
 
 
 def section_means_sql(store: Any, hosts: Any, start: Any, end: Any,

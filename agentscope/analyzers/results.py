@@ -8,7 +8,8 @@ made on first reading (it costs more than the numbers, and most outputs need lit
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -39,8 +40,8 @@ class TaskResult(NamedTuple):
     duration_ns: int
     bottleneck: str
     confidence: float
-    shares: dict  # class -> fraction of the critical path (sums to 1)
-    evidence: list  # sentences, most important first
+    shares: Mapping  # class -> fraction of the critical path (sums to 1); read-only
+    evidence: tuple  # sentences, most important first
     segments: Sequence  # of Segment, contiguous, covering the task
     spans: int
     orchestration_ns: int
@@ -120,6 +121,12 @@ class Sections:
     shares: Any  # float64 (n, 5): class shares in CLASSES order
     evidence: SectionEvidence  # the words, on demand
 
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+
     def __len__(self) -> int:
         return len(self.task)
 
@@ -175,18 +182,37 @@ class Summary:
     input_problems: int = 0
     load: Optional[dict] = None  # what the load did: files_loaded, files_unchanged, ...
 
+    def __post_init__(self) -> None:
+        for name in ("bottlenecks", "share_of_critical_path", "lanes", "gpu", "load"):
+            object.__setattr__(self, name, frozen(getattr(self, name)))
+
     def to_dict(self) -> dict:
-        out = {"tasks": self.tasks, "bottlenecks": dict(self.bottlenecks),
+        """The JSON report's ``summary`` (plain, new dicts)."""
+        out = {"tasks": self.tasks, "bottlenecks": thawed(self.bottlenecks),
                "critical_path_s": self.critical_path_s,
-               "share_of_critical_path": dict(self.share_of_critical_path),
-               "orchestration_share": self.orchestration_share, "lanes": dict(self.lanes),
+               "share_of_critical_path": thawed(self.share_of_critical_path),
+               "orchestration_share": self.orchestration_share, "lanes": thawed(self.lanes),
                "spans": self.spans}
         if self.gpu is not None:
-            out["gpu"] = self.gpu
+            out["gpu"] = thawed(self.gpu)
         out["input_problems"] = self.input_problems
         if self.load is not None:
-            out["load"] = dict(self.load)
+            out["load"] = thawed(self.load)
         return out
+
+
+def frozen(value: Any) -> Any:
+    """Dicts (nested too) as read-only mappings."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """Read-only mappings (nested too) as new dicts."""
+    if isinstance(value, Mapping):
+        return {k: thawed(v) for k, v in value.items()}
+    return value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -72,21 +72,21 @@ def _counters_of(analysis: Analysis, windows: list) -> dict:
     rows = analysis.counters_in_windows(windows, [m for m, _, _ in COUNTERS])
     starts = {w[0]: w[2] for w in windows}
     out: dict = {}
-    for k, metric, device, ts, value in rows:
-        points = out.setdefault(k, {}).setdefault(metric, {}).setdefault(device, [])
-        if points and points[-1][0] <= starts[k] and ts <= starts[k]:
-            points[-1] = (ts, value)  # of the samples before the task, only the last counts
+    for r in rows:
+        points = out.setdefault(r.key, {}).setdefault(r.metric, {}).setdefault(r.device, [])
+        if points and points[-1][0] <= starts[r.key] and r.ts_ns <= starts[r.key]:
+            points[-1] = (r.ts_ns, r.value)  # of the samples before the task, the last counts
         else:
-            points.append((ts, value))
+            points.append((r.ts_ns, r.value))
     return out
 
 
-def build(analysis: Analysis, timelines: int = 100, title: str = "agentscope report",
+def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope report",
           source: Optional[str] = None) -> dict:
     """The report's data (what the page draws), as plain JSON-able values."""
     # the report reads the sections (and their words) of its timeline tasks only
     tasks = analysis.task_results
-    s = analysis.summary
+    summary = analysis.summary.to_dict()
     problems = analysis.problems
     by_stage, by_lane = analysis.breakdown("stage"), analysis.breakdown("lane")
     typical = typical_tasks(tasks)
@@ -103,10 +103,11 @@ def build(analysis: Analysis, timelines: int = 100, title: str = "agentscope rep
         t = tasks[i]
         t0 = t.start_ns
         own = spans.get(t.trace_id, [])
-        index = {row[0]: k for k, row in enumerate(own)}
-        span_rows = [[row[0], index.get(row[1], -1), row[2] or "", row[3] or "",
-                      _r((row[4] - t0) / 1e9), _r((row[5] - t0) / 1e9), row[6] or ""]
-                     for row in own]
+        index = {row.span_id: k for k, row in enumerate(own)}
+        # the page's span rows: id, parent's row, name, stage, start, end, host
+        span_rows = [[row.span_id, index.get(row.parent_span_id, -1), row.name or "",
+                      row.stage or "", _r((row.start_ns - t0) / 1e9), _r((row.end_ns - t0) / 1e9),
+                      row.host or ""] for row in own]
         path = [[_r((g.start_ns - t0) / 1e9), _r((g.end_ns - t0) / 1e9), g.cls,
                  index.get(g.span_id, -1), g.name or "", g.stage or "", g.evidence or "",
                  _r(g.confidence, 2)] for g in t.segments]
@@ -114,12 +115,14 @@ def build(analysis: Analysis, timelines: int = 100, title: str = "agentscope rep
         # the task's host: where its critical path spent the most time (a task may span
         # several: an agent and its model server)
         on_path: dict = {}
-        for g in path:
-            host = span_rows[g[3]][6] if g[3] >= 0 else ""
+        for g in t.segments:
+            k = index.get(g.span_id, -1)
+            host = own[k].host if k >= 0 else None
             if host:
-                on_path[host] = on_path.get(host, 0.0) + g[1] - g[0]
+                on_path[host] = on_path.get(host, 0.0) + _r((g.end_ns - t0) / 1e9) - _r(
+                    (g.start_ns - t0) / 1e9)
         if not on_path:
-            on_path = {row[6]: 0.0 for row in own if row[6]}
+            on_path = {row.host: 0.0 for row in own if row.host}
         if on_path:
             h = max(sorted(on_path), key=lambda k: on_path[k])
             windows.append((i, h, t.start_ns, t.start_ns + t.duration_ns))
@@ -138,11 +141,10 @@ def build(analysis: Analysis, timelines: int = 100, title: str = "agentscope rep
         "generated": iso_time(time.time_ns()),
         "classes": list(CLASSES),
         "colours": COLOURS,
-        "summary": {"tasks": s.tasks, "spans": s.spans, "critical_path_s": s.critical_path_s,
-                    "share_of_critical_path": s.share_of_critical_path,
-                    "bottlenecks": s.bottlenecks, "orchestration_share": s.orchestration_share,
-                    "lanes": s.lanes},
-        "gpu": s.gpu or {},
+        "summary": {k: summary[k] for k in ("tasks", "spans", "critical_path_s",
+                                            "share_of_critical_path", "bottlenecks",
+                                            "orchestration_share", "lanes")},
+        "gpu": summary.get("gpu") or {},
         "by_stage": by_stage,
         "by_lane": by_lane,
         "task_columns": ["name", "lane", "start", "duration_s", "bottleneck", "confidence",
@@ -203,10 +205,10 @@ def render(data: dict) -> str:
         f"<script>{_asset('report.js')}</script>\n</body></html>\n")
 
 
-def write(path: str, analysis: Analysis, timelines: int = 100,
+def write(path: str, analysis: Analysis, *, timelines: int = 100,
           source: Optional[str] = None) -> dict:
     """Build and write the report to ``path``; returns its data."""
-    data = build(analysis, timelines, source=source,
+    data = build(analysis, timelines=timelines, source=source,
                  title=f"agentscope: {source}" if source else "agentscope report")
     with open(path, "w", encoding="utf-8") as f:
         f.write(render(data))

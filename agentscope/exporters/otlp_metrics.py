@@ -43,7 +43,7 @@ def request(analysis: Any, service: str = "agentscope") -> Any:
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
     from opentelemetry.proto.metrics.v1 import metrics_pb2 as pb
 
-    from .. import __version__
+    from .._version import __version__
 
     now = time.time_ns()
     families = analysis_metrics(analysis) + sampled_metrics(analysis)

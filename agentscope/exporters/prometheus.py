@@ -187,17 +187,17 @@ def _le(b: float) -> str:
 def sampled_metrics(analysis: Any) -> list:
     """The latest value of each sampled host, GPU and model-server counter, as gauges."""
     _, Gauge, _ = _families()
-    rows = analysis.latest_samples(list(SAMPLED))
     families: dict = {}
-    for metric, host, device, pid, value, _ in rows:
-        if value is None:
+    for r in analysis.latest_samples(list(SAMPLED)):
+        if r.value is None:
             continue
-        name, help_ = SAMPLED[metric]
-        fam = families.get(metric)
+        name, help_ = SAMPLED[r.metric]
+        fam = families.get(r.metric)
         if fam is None:
-            fam = families[metric] = Gauge(name, f"{help_} (latest sample; {metric})",
-                                           labels=["host", "device", "pid"])
-        fam.add_metric([host or "", device or "", "" if pid is None else str(pid)], value)
+            fam = families[r.metric] = Gauge(name, f"{help_} (latest sample; {r.metric})",
+                                             labels=["host", "device", "pid"])
+        fam.add_metric([r.host or "", r.device or "", "" if r.pid is None else str(r.pid)],
+                       r.value)
     return list(families.values())
 
 

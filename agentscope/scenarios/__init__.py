@@ -56,7 +56,7 @@ def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
     """Record scenario ``name`` into ``out`` (its agent run under ``agentscope run``, so the
     host and process-tree counters are sampled at ``hz``); returns the agent's exit code
     (0, or :data:`UNAVAILABLE` when this machine cannot produce it)."""
-    from .. import __version__
+    from .._version import __version__
 
     if name not in catalogue():
         raise ValueError(f"no scenario {name!r}; known: {', '.join(catalogue())}")

@@ -215,8 +215,7 @@ def scores(trace_dir: "str | os.PathLike[str]",
         raise ValueError(f"no truth files ({TRUTH_PREFIX}*.jsonl) in {trace_dir}: record it "
                          "with `agentscope scenarios run`")
     with analyze(trace_dir, db=MEMORY if db is None else db) as analysis:
-        _, rows = analysis.query_rows("SELECT trace_id, span_id, parent_span_id FROM spans")
-        parents = {(t, s): p for t, s, p in rows}
+        parents = analysis.span_parents()
         cp = analysis.critical_path
         sections = list(zip(*(cp[c].tolist() for c in (
             "trace_id", "span_id", "name", "stage", "duration_s",

@@ -17,9 +17,10 @@ from typing import Any, Callable, Iterable, Optional
 import duckdb
 
 from .. import metric_names as mn
-from ..errors import TraceFormatError
+from ..errors import QueryError, StoreError, TraceFormatError
 from .loading import LoadReport, Loader, sources
-from .schema import DEFAULT_DB, MEMORY, AnalysisInput, CounterSeries, sql
+from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSeries, GpuIdle,
+                     LatestSample, SeriesKey, SpanRow, WindowSample, sql)
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
 _COUNTER_COLUMNS = ("host_code", "pid", "vcsw", "ivcsw", "child_vcsw", "child_ivcsw")
@@ -36,10 +37,14 @@ class Store:
                  keep_freed_blocks: bool = False) -> None:
         if path is not None and str(path) == MEMORY:
             path = None
-        self.path = None if path is None else Path(path)
+        self.path = None if path is None else Path(path).resolve()
         if self.path is not None and not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(MEMORY if path is None else str(path), read_only=read_only)
+        try:
+            self.con = duckdb.connect(MEMORY if path is None else str(self.path),
+                                      read_only=read_only)
+        except duckdb.Error as e:  # locked by another process, not a database, missing
+            raise StoreError(f"cannot open the store {self.path}: {e}") from None
         self.con.execute("SET enable_progress_bar = false")  # we draw our own, on stderr
         if keep_freed_blocks:
             self.con.execute("SET block_allocator_memory = '1GB'")
@@ -114,10 +119,10 @@ class Store:
             gpus_of.setdefault((host, pid), set()).add(device)
         no_gpu = self._x(sql("collectors_without_gpu.sql"),
                          {"up": mn.AGENTSCOPE_COLLECTOR_UP, "source": mn.SOURCE_GPU_NVIDIA})
-        return CounterSeries([tuple(k) for k in keys],
+        return CounterSeries(tuple(SeriesKey(*k) for k in keys),
                              np.asarray(got["ts_ns"], dtype=np.int64),
                              np.asarray(got["value"], dtype=np.float64),
-                             [tuple(r) for r in no_gpu], gpus_of)
+                             tuple(CollectorRun(*r) for r in no_gpu), gpus_of)
 
     def analysis_input(self, with_counters: bool = False) -> AnalysisInput:
         """Every span as the analysis reads it (store/sql/analysis_input.sql), with the columns
@@ -174,9 +179,9 @@ class Store:
 
     def gpu_idle(self) -> list:
         """Per GPU, its busy and idle shares over the analysed tasks' time and what the critical
-        paths did while it sat idle (store/sql/gpu_idle.sql; needs a saved analysis):
-        [(host, device, busy, idle, measured_s, stage, class, share)]."""
-        return self._x(sql("gpu_idle.sql"), {"gpu_util": mn.HW_GPU_UTILIZATION})
+        paths did while it sat idle (store/sql/gpu_idle.sql; needs a saved analysis)."""
+        return [GpuIdle(*r) for r in self._x(sql("gpu_idle.sql"),
+                                             {"gpu_util": mn.HW_GPU_UTILIZATION})]
 
     def section_counter_means(self, hosts: Any, start: Any, end: Any,
                               metrics: Iterable[str]) -> tuple:
@@ -200,8 +205,8 @@ class Store:
 
     # ---- reading, for reports -------------------------------------------------------------------
     def spans_of(self, trace_ids: list) -> dict:
-        """trace_id -> [(span_id, parent, name, stage, start_ns, end_ns, host, status)], parents
-        before children that start with them."""
+        """trace_id -> [SpanRow], in time order, parents before children that start with
+        them."""
         if not trace_ids:
             return {}
         import numpy as np
@@ -212,15 +217,15 @@ class Store:
         finally:
             self.con.unregister("wanted_traces")
         out: dict = {}
-        for row in rows:
-            out.setdefault(row[0], []).append(row[1:])
+        for trace_id, *row in rows:
+            out.setdefault(trace_id, []).append(SpanRow(*row))
         return out
 
     def counters_in_windows(self, windows: list, metrics: Iterable[str],
                             per_device: str = mn.HW_GPU_UTILIZATION) -> list:
         """For each window (key, host, start_ns, end_ns): the samples of ``metrics`` on its host
         over it, from the one in force at its start (store/sql/counters_in_windows.sql):
-        [(key, metric, device or '', ts_ns, value)] by key, metric, device and time."""
+        [WindowSample] by key, metric, device and time."""
         if not windows:
             return []
         import numpy as np
@@ -231,19 +236,53 @@ class Store:
             "lo": np.asarray([w[2] for w in windows], dtype=np.int64),
             "hi": np.asarray([w[3] for w in windows], dtype=np.int64)})
         try:
-            return self._x(sql("counters_in_windows.sql"),
-                           {"metrics": list(metrics), "per_device": per_device})
+            return [WindowSample(*r) for r in self._x(
+                sql("counters_in_windows.sql"), {"metrics": list(metrics),
+                                                 "per_device": per_device})]
         finally:
             self.con.unregister("windows")
 
     def latest_samples(self, metrics: Iterable[str]) -> list:
         """The latest value of each series of ``metrics`` (store/sql/latest_samples.sql):
-        [(metric, host, device, pid, value, ts_ns)]."""
-        return self._x(sql("latest_samples.sql"), {"metrics": list(metrics)})
+        [LatestSample]."""
+        return [LatestSample(*r) for r in self._x(sql("latest_samples.sql"),
+                                                  {"metrics": list(metrics)})]
+
+    def span_parents(self) -> dict:
+        """{(trace_id, span_id): parent_span_id} of every span."""
+        return {(t, s): p for t, s, p in self._x(
+            "SELECT trace_id, span_id, parent_span_id FROM spans")}
+
+    # ---- a user's own SQL -------------------------------------------------------------------------
+    def read(self, statement: str, frame: bool = False) -> Any:
+        """Run one read-only statement of a user's (SELECT, including DESCRIBE and SHOW;
+        EXPLAIN; PRAGMA): a pandas DataFrame with ``frame``, else (column names, rows).
+        Anything else, several statements, or SQL DuckDB cannot run raises QueryError. (A
+        store in a file is, besides, opened read-only for it: :class:`Store` ``read_only``.)"""
+        try:
+            statements = duckdb.extract_statements(statement)
+        except duckdb.Error as e:
+            raise QueryError(str(e)) from None
+        if len(statements) != 1:
+            raise QueryError(f"one statement at a time, not {len(statements)}")
+        kind = statements[0].type
+        if kind not in _READING:
+            raise QueryError(f"read-only: {kind.name} statements are not run here")
+        try:
+            cursor = self.con.execute(statement)
+            if frame:
+                return cursor.fetchdf()
+            return [d[0] for d in cursor.description or []], cursor.fetchall()
+        except duckdb.Error as e:
+            raise QueryError(str(e)) from None
 
     def query(self, statement: str, params: Optional[list] = None) -> Any:
-        """Run ``statement``; returns DuckDB's cursor (``fetchall()``, ``fetchdf()``, ...)."""
+        """Run any ``statement`` (the store's own code and tests); returns DuckDB's cursor."""
         return self.con.execute(statement, params or [])
+
+
+_READING = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN,
+            duckdb.StatementType.PRAGMA}
 
 
 def _column(values: object) -> object:

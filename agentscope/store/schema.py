@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path(".agentscope") / "agentscope.duckdb"
@@ -81,16 +81,80 @@ class AnalysisInput:
         return self.host is not None
 
 
+class SeriesKey(NamedTuple):
+    """One counter series: a metric's samples on one host (and device, process)."""
+
+    host: str
+    metric: str
+    device: str  # '' for none
+    pid: int  # -1 for none
+    samples: int  # how many (its stretch of CounterSeries.ts_ns / .value)
+
+
+class CollectorRun(NamedTuple):
+    """The samples one collector run (one sample file) wrote on a host, first to last."""
+
+    host: str
+    first_ns: int
+    last_ns: int
+
+
 @dataclasses.dataclass(frozen=True)
 class CounterSeries:
     """The counter samples the analysis joins to critical-path sections: every sample of the
     wanted metrics, grouped into series by (host, metric, device, pid), each in time order
     (``store/sql/counter_series.sql``), and what the GPU rules need besides."""
 
-    keys: list  # [(host, metric, device or '', pid or -1, number of samples)], in order
+    keys: tuple  # of SeriesKey, in the order of their samples
     ts_ns: Any  # int64: the samples' times, series after series
     value: Any  # float64: their values
-    # runs (sample files) of collectors that found no NVIDIA GPU on their host:
-    # [(host, first ns, last ns)]
-    no_gpu_runs: list
+    no_gpu_runs: tuple  # of CollectorRun: collectors that found no NVIDIA GPU on their host
     gpus_of: dict  # {(host, pid): {device}}: the GPUs a process holds memory on (NVML)
+
+
+class GpuIdle(NamedTuple):
+    """A GPU's busy and idle shares over the analysed tasks' time, and one (stage, class) of
+    what the critical paths did while it sat idle (store/sql/gpu_idle.sql)."""
+
+    host: str
+    device: str
+    busy: float
+    idle: float
+    measured_s: float
+    stage: Optional[str]  # None with cls None: no critical path overlapped its idle time
+    cls: Optional[str]
+    share: Optional[float]
+
+
+class SpanRow(NamedTuple):
+    """A span as a timeline draws it (store/sql/spans_of_traces.sql)."""
+
+    span_id: str
+    parent_span_id: Optional[str]
+    name: str
+    stage: Optional[str]
+    start_ns: int
+    end_ns: int
+    host: Optional[str]
+    status: str
+
+
+class WindowSample(NamedTuple):
+    """A sample in a window of time on a host (store/sql/counters_in_windows.sql)."""
+
+    key: int  # the window's
+    metric: str
+    device: str  # '' for none
+    ts_ns: int
+    value: float
+
+
+class LatestSample(NamedTuple):
+    """The latest sample of a series (store/sql/latest_samples.sql)."""
+
+    metric: str
+    host: Optional[str]
+    device: Optional[str]
+    pid: Optional[int]
+    value: float
+    ts_ns: int
