@@ -97,8 +97,9 @@ def _over_roots(roots: list, cs: Any, ce: Any, start: int, end: int, sections: l
 
 def critical_path(spans: Iterable, root_id: Optional[str] = None) -> CriticalPath:
     """The critical path of one trace given as span-like objects (``span_id``, ``parent_id``,
-    ``start``, ``end``, ``kind``), or of the subtree under ``root_id`` when given and present:
-    :func:`walk_many` over that one trace."""
+    ``start``, ``end``, ``kind``), or of the subtree under ``root_id`` when given and present
+    (then ``off_path`` counts the spans of that subtree only): :func:`walk_many` over that one
+    trace."""
     uniq, index, parent, duplicates = unique_spans(spans)
     if root_id in index:  # only the subtree under it, with it as the root
         uniq, parent = _subtree(uniq, parent, index[root_id])
@@ -178,7 +179,8 @@ LOCKSTEP_MIN = 48
 
 def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list,
               lockstep_min: int = LOCKSTEP_MIN) -> ManyWalks:
-    """:func:`walk_arrays` for every trace at once, giving the same sections. Clipping,
+    """The walk of every trace at once (the per-trace walk of :mod:`.reference` gives the same
+    sections, trace by trace). Clipping,
     pruning and the ordering of children are done with numpy over all spans. The descent
     along the paths runs for all single-root traces in lockstep, one numpy step moving every
     trace's walk by one span; when fewer than ``lockstep_min`` traces are still walking (a
@@ -281,7 +283,7 @@ def walk_many(parent: Any, starts: Any, ends: Any, kinds: Any, bounds: list,
         tr, sp, st, en = tr[ranked], sp[ranked], st[ranked], en[ranked]
     else:
         tr = sp = st = en = np.zeros(0, dtype=np.int64)
-    # merge touching sections of the same span (as walk_arrays does), all traces at once
+    # merge touching sections of the same span, all traces at once
     if len(sp):
         new = np.ones(len(sp), dtype=bool)
         new[1:] = ~((tr[1:] == tr[:-1]) & (sp[1:] == sp[:-1]) & (st[1:] == en[:-1]))
