@@ -174,8 +174,9 @@ def test_an_in_memory_store_is_closed_with_the_analysis():
 @pytest.mark.parametrize("doc,heading", [("docs/analysis.md", "## Python API"),
                                          ("docs/reports.md", "### From Python"),
                                          ("README.md", "### Analysing from Python")])
-def test_the_documented_examples_run(tmp_path, monkeypatch, doc, heading):
-    """The Python examples of the docs, as written, on a copy of sample_traces/."""
+def test_the_documented_examples_run(tmp_path, monkeypatch, capsys, doc, heading):
+    """The Python examples of the docs, as written, on a copy of sample_traces/; what a
+    ``print(...)  # <output>`` line's comment says it prints (up to a ``...``) is printed."""
     text = (REPO / doc).read_text()
     part = text[text.index(heading):]
     code = re.search(r"```python\n(.*?)```", part, flags=re.S).group(1)
@@ -183,3 +184,6 @@ def test_the_documented_examples_run(tmp_path, monkeypatch, doc, heading):
     monkeypatch.chdir(tmp_path)
     exec(compile(code, doc, "exec"), {})
     assert (tmp_path / "sample_traces" / ".agentscope" / "agentscope.duckdb").exists()
+    printed = capsys.readouterr().out
+    for said in re.findall(r"^print\(.*\)\s+# ([{<].*)$", code, flags=re.M):
+        assert said.split("...")[0].rstrip(", ") in printed, said

@@ -12,8 +12,9 @@
     a.query("SELECT bottleneck, count(*) FROM tasks GROUP BY ALL")   # DataFrame
     a.to_json()                            # what `agentscope analyze --format json` prints
 
-Every caller goes through here: the CLI, ``agentscope serve``, the scenario scorer and the
-benchmarks. See docs/analysis.md.
+Every caller goes through here: the CLI, ``agentscope serve``, the scenario scorer, the GPU
+device check and the benchmarks' end-to-end figures (their component figures time the store
+and the engine apart). See docs/analysis.md.
 """
 
 from .checking import CheckResult, check

@@ -17,7 +17,6 @@ The per-trace reference of the same rules (:mod:`.reference`) is checked against
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,8 @@ from .._gc import gc_paused
 from .counters import adjust, section_means
 from .critical_path import walk_many
 from .evidence import CLASSES, GAP_CONFIDENCE, GAP_SHARES, IO, SELF_TIME_STAGES, classify
-from .results import Fleet, LazySegments, SectionEvidence, Sections, TaskResult
+from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
+                      TaskResult)
 from .verdict import (EVIDENCE_SPANS, NO_CLASS, bottlenecks, evidence_line, span_label,
                       summarize, task_confidence)
 
@@ -139,7 +139,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
             trace_id = next((x for x in inp.trace_id[lo:hi] if x is not None), "")
         tasks.append(TaskResult(
             trace_id, names[root], inp.lane[root], inp.service[root], starts[t], dur,
-            CLASSES[verdict_l[t]], conf_l[t], MappingProxyType(dict(zip(CLASSES, share_rows[t]))),
+            CLASSES[verdict_l[t]], conf_l[t], ReadOnlyDict(zip(CLASSES, share_rows[t])),
             tuple(evidence),
             LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace]))
     return Fleet(tuple(tasks), sections, summarize(tasks))

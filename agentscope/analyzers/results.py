@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -201,15 +200,25 @@ class Summary:
         return out
 
 
+class ReadOnlyDict(dict):
+    """A dict that cannot be changed (it prints, compares and serialises as a dict)."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("an analysis' results are read-only: copy them with dict() to change")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = \
+        _read_only  # type: ignore[assignment]
+
+
 def frozen(value: Any) -> Any:
-    """Dicts (nested too) as read-only mappings."""
+    """Dicts (nested too) as read-only dicts."""
     if isinstance(value, Mapping):
-        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+        return ReadOnlyDict({k: frozen(v) for k, v in value.items()})
     return value
 
 
 def thawed(value: Any) -> Any:
-    """Read-only mappings (nested too) as new dicts."""
+    """Read-only dicts (nested too) as new plain dicts."""
     if isinstance(value, Mapping):
         return {k: thawed(v) for k, v in value.items()}
     return value
