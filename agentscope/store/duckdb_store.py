@@ -253,7 +253,7 @@ class Store:
         return {(t, s): p for t, s, p in self._x(
             "SELECT trace_id, span_id, parent_span_id FROM spans")}
 
-    # ---- a user's own SQL -------------------------------------------------------------------------
+    # ---- a user's own SQL ------------------------------------------------------------------
     def read(self, statement: str, frame: bool = False) -> Any:
         """Run one read-only statement of a user's (SELECT, including DESCRIBE and SHOW;
         EXPLAIN; PRAGMA): a pandas DataFrame with ``frame``, else (column names, rows).
