@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..analyzers.evidence import CLASSES
+from .frames import section_columns
 
 SCHEMA = "agentscope.analysis/v1"
 
@@ -21,8 +22,6 @@ def iso_time(ns: int) -> str:
 
 def document(analysis: Any) -> dict:
     """The whole document of an :class:`~agentscope.analysis.Analysis`."""
-    from .frames import section_columns
-
     cols = section_columns(analysis)  # every section at once, then cut per task
     path = [dict(zip(_SEGMENT, row)) for row in zip(*(
         cols[c] if isinstance(cols[c], list) else cols[c].tolist() for c in _SEGMENT))]

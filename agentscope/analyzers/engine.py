@@ -24,13 +24,14 @@ import numpy as np
 from .._gc import gc_paused
 from .counters import adjust, section_means
 from .critical_path import walk_many
-from .evidence import CLASSES, GAP_CONFIDENCE, GAP_SHARES, IO, SELF_TIME_STAGES, classify
+from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, SELF_TIME_STAGES,
+                       classify)
 from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
                       TaskResult)
 from .verdict import (EVIDENCE_SPANS, NO_CLASS, bottlenecks, evidence_line, span_label,
                       summarize, task_confidence)
 
-_IO = CLASSES.index(IO)
+_GAP = CLASSES.index(GAP_CLASS)
 _GAP_SHARES = [GAP_SHARES.get(c, 0.0) for c in CLASSES]
 
 
@@ -65,10 +66,10 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     if n:
         sec_shares = spans.shares[row]
         sec_conf = np.where(is_gap, GAP_CONFIDENCE, spans.confidence[row])
-        sec_cls = np.where(is_gap, _IO, spans.cls[row])
+        sec_cls = np.where(is_gap, _GAP, spans.cls[row])
     else:
         sec_shares, sec_conf = np.zeros((len(span), len(CLASSES))), np.zeros(len(span))
-        sec_cls = np.full(len(span), _IO)
+        sec_cls = np.full(len(span), _GAP)
     sec_shares[is_gap] = _GAP_SHARES
     stage = np.asarray(inp.stage, dtype=object)
     orchestrates = np.isin(stage, SELF_TIME_STAGES)
@@ -80,7 +81,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
         sec_shares, sec_conf, notes = _with_counters(inp, counters, row, is_gap, start, end,
                                                      sec_shares, sec_conf, sec_orch, stage)
         if notes is not None:
-            sec_cls = np.where(is_gap, _IO, np.argmax(sec_shares, axis=1))
+            sec_cls = np.where(is_gap, _GAP, np.argmax(sec_shares, axis=1))
 
     # 4. per task: shares, bottleneck, confidence
     length = (end - start).astype(np.float64)
@@ -170,8 +171,7 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
 
 def _pick(values: Any, row: Any, is_gap: Any, gap_value: Any) -> Any:
     """``values`` gathered per section (an object array), ``gap_value`` for gaps."""
-    out = values[row] if len(values) else np.empty(len(row), dtype=object)
-    out = np.asarray(out, dtype=object).copy()
+    out = values[row] if len(values) else np.empty(len(row), dtype=object)  # a new array
     out[is_gap] = gap_value
     return out
 

@@ -59,7 +59,8 @@ SAID = 0.05  # waiting is mentioned in the words where it is at least this share
 MEASURED, ASSUMED_GPU, ON_A_LOOP, FROM_LABEL, QUEUED_ONLY = 0.8, 0.4, 0.6, 0.3, 0.9
 
 # a gap between a trace's root spans: untraced waiting
-GAP_SHARES = {IO: 1.0}
+GAP_CLASS = IO
+GAP_SHARES = {GAP_CLASS: 1.0}
 GAP_CONFIDENCE = FROM_LABEL
 GAP_REASON = "untraced gap between the trace's root spans"
 
@@ -315,15 +316,5 @@ def classify(f: Any) -> Classified:
 def classify_one(span: Optional[SpanFacts]) -> Verdict:
     """The classification of a section owned by ``span`` (None: a gap between root spans)."""
     if span is None:
-        return Verdict(dict(GAP_SHARES), GAP_CONFIDENCE, GAP_REASON, dominant(GAP_SHARES))
+        return Verdict(dict(GAP_SHARES), GAP_CONFIDENCE, GAP_REASON, GAP_CLASS)
     return classify(Facts.of([span])).verdict(0)
-
-
-def dominant(shares: dict) -> str:
-    """The class with the largest share (ties: in CLASSES order)."""
-    best, value = IO, -1.0
-    for c in CLASSES:
-        v = shares.get(c)
-        if v is not None and v > value:
-            best, value = c, v
-    return best

@@ -21,8 +21,8 @@ import numpy as np
 
 from .counters import METRICS
 from .critical_path import _descend_flat, _over_roots, unique_spans
-from .evidence import CLASSES, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES, SELF_TIME_STAGES, Facts
-from .evidence import classify, dominant
+from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES,
+                       SELF_TIME_STAGES, Facts, classify)
 from .results import Segment, TaskResult
 from .verdict import (EVIDENCE_SPANS, NO_CLASS, bottlenecks, evidence_line, span_label,
                       task_confidence)
@@ -190,7 +190,7 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
             if span.stage in SELF_TIME_STAGES:
                 orchestration += end - start
         else:
-            segments.append(Segment(None, "(gap)", None, start, end, dominant(GAP_SHARES),
+            segments.append(Segment(None, "(gap)", None, start, end, GAP_CLASS,
                                     dict(GAP_SHARES), GAP_CONFIDENCE, GAP_REASON))
         seg = segments[-1]
         for cls, frac in seg.shares.items():

@@ -66,7 +66,7 @@ class SectionEvidence:
         """The words of sections ``lo`` .. ``hi`` - 1."""
         if self._all is not None:
             return self._all[lo:hi]
-        return self._texts(np.arange(len(self))[lo:hi])
+        return self._texts(np.arange(lo, len(self) if hi is None else hi))
 
     def texts_at(self, sections: Any) -> list:
         """The words of the given sections."""

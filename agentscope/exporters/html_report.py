@@ -115,12 +115,10 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
         # the task's host: where its critical path spent the most time (a task may span
         # several: an agent and its model server)
         on_path: dict = {}
-        for g in t.segments:
-            k = index.get(g.span_id, -1)
-            host = own[k].host if k >= 0 else None
+        for g in path:
+            host = own[g[3]].host if g[3] >= 0 else None
             if host:
-                on_path[host] = on_path.get(host, 0.0) + _r((g.end_ns - t0) / 1e9) - _r(
-                    (g.start_ns - t0) / 1e9)
+                on_path[host] = on_path.get(host, 0.0) + g[1] - g[0]
         if not on_path:
             on_path = {row.host: 0.0 for row in own if row.host}
         if on_path:
