@@ -27,13 +27,15 @@ def main() -> None:
 
 # ---- options several commands share, declared once ---------------------------------------
 def _trace_dir(f):
-    return click.argument("trace_dir", type=click.Path(file_okay=False, path_type=str))(f)
+    # a trace directory, or a single trace file (any format analyze reads)
+    return click.argument("trace_dir", metavar="SOURCE", type=click.Path(path_type=str))(f)
 
 
 def _db_option(f):
     return click.option(
         "--db", type=click.Path(dir_okay=False, path_type=str), default=None,
-        help="DuckDB file to use [default: TRACE_DIR/.agentscope/agentscope.duckdb].")(f)
+        help="DuckDB file to use [default: SOURCE/.agentscope/agentscope.duckdb; in memory "
+             "for a single file].")(f)
 
 
 class _ProgressBar:
@@ -96,9 +98,10 @@ def _fail(message: str, code: int = 1) -> None:
 @click.option("--max-problems", type=int, default=20, show_default=True,
               help="How many problem lines to print (all are counted).")
 def check(trace_dir: str, fmt: str, max_problems: int) -> None:
-    """Validate the capture files in TRACE_DIR and summarize what they hold.
+    """Validate the trace files in SOURCE (a directory or one file) and summarize them.
 
-    Every bad line is reported with its file and line number; the rest still load.
+    Reads every format `analyze` reads (docs/file-formats.md). Every bad line is reported
+    with its file and line number; the rest still load; files in no known format are named.
     Exits 1 if any line had a problem.
 
     \b
@@ -114,8 +117,9 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        click.echo(f"{trace_dir}: {result.files} files, {result.spans} spans in "
-                   f"{result.traces} traces, {result.samples} samples")
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.formats.items()))
+        click.echo(f"{trace_dir}: {result.files} files{f' ({kinds})' if kinds else ''}, "
+                   f"{result.spans} spans in {result.traces} traces, {result.samples} samples")
         for name, count in result.stages.items():
             click.echo(f"  {name:<10} {count:>8} spans")
         if result.duplicates:
@@ -123,6 +127,8 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
         if result.spans_dropped_by_writers:
             click.echo(f"  writers dropped {int(result.spans_dropped_by_writers)} spans (queue "
                        "full or write errors)")
+        for name, reason in result.skipped:
+            click.echo(f"  skipped {name}: {reason}", err=True)
         if result.problems:
             click.echo(f"{len(result.problems)} problem lines:", err=True)
             for p in result.problems[:max_problems]:
@@ -452,6 +458,65 @@ def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
         sys.exit(1)
     click.echo(f"sent {metrics} metrics ({points} points) to {endpoint}: HTTP {status}",
                err=True)
+
+
+@export.command("otlp")
+@_trace_dir
+@click.option("--out", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="File to write, one OTLP/JSON request a line (the OpenTelemetry Collector "
+                   "file exporter's format); gzip'ed when it ends in .gz.")
+@click.option("--endpoint", default=None, metavar="URL",
+              help="OTLP/HTTP endpoint to POST the requests to as JSON, e.g. "
+                   "http://localhost:4318 (/v1/traces is added to a URL with no path).")
+@click.option("--header", "headers", multiple=True, metavar="KEY=VALUE",
+              help="An HTTP header to send with --endpoint (repeatable), e.g. an API key.")
+@_db_option
+@click.option("--batch", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Spans per request (per line) at most.")
+def export_otlp(trace_dir: str, out: "str | None", endpoint: "str | None", headers: tuple,
+                db: "str | None", batch: int) -> None:
+    """Analyse TRACE_DIR and write every span as OTLP/JSON traces, the analysis on them.
+
+    Each span as stored (attributes, events, links, status, the resource accounting as
+    agentscope.* attributes), plus agentscope.analysis.* attributes: on the spans of a
+    critical path their seconds on it and class, on each task's root the bottleneck, its
+    confidence and the shares. `agentscope analyze` loads the file again as it was.
+
+    \b
+    Examples:
+        agentscope export otlp traces/ --out spans.otlp.jsonl.gz
+        agentscope export otlp traces/ --endpoint http://localhost:4318
+
+    Exit code 1 if some input could not be loaded (the rest is exported) or the endpoint
+    could not be reached.
+    """
+    from .exporters import otlp_traces
+
+    if (out is None) == (endpoint is None):
+        raise click.UsageError("give one of --out FILE or --endpoint URL")
+    if headers and endpoint is None:
+        raise click.UsageError("--header goes with --endpoint")
+    extra = {}
+    for h in headers:
+        key, sep, value = h.partition("=")
+        if not sep:
+            raise click.UsageError(f"--header wants KEY=VALUE, not {h!r}")
+        extra[key.strip()] = value.strip()
+    analysis = _analysis(trace_dir, db)
+    try:
+        if out is not None:
+            done = otlp_traces.write(out, analysis, batch)
+        else:
+            done = otlp_traces.send(endpoint, analysis, batch, headers=extra)
+    except otlp_traces.SendError as e:
+        _fail(f"export otlp: {e}")
+    except OSError as e:
+        _fail(f"export otlp: could not write {out}: {e}")
+    verb = "wrote" if out is not None else "sent"
+    click.echo(f"{verb} {done.spans} spans in {done.requests} requests to {done.target}"
+               + (f"; the receiver rejected {done.rejected}" if done.rejected else ""),
+               err=True)
+    sys.exit(1 if analysis.problems or done.rejected else 0)
 
 
 @main.group()

@@ -12,7 +12,7 @@ import agentscope
 from agentscope.store.tracedir import scan
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus"
+CORPUS = REPO / "tests" / "corpus"  # vendored copies with their notices (corpus/README.md)
 
 
 @pytest.fixture(autouse=True)

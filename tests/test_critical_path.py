@@ -13,7 +13,7 @@ import pytest
 
 from agentscope.analyzers.critical_path import PathSpan, Section, critical_path, merge_adjacent
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(__file__).resolve().parent / "corpus"  # vendored: see corpus/README.md
 JAEGER = CORPUS / "jaeger_critical_path"
 
 needs_corpus = pytest.mark.skipif(not JAEGER.is_dir(), reason="shared corpus not present")

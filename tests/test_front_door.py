@@ -158,7 +158,7 @@ def test_nothing_to_analyse_says_why(tmp_path):
         assert list(analysis.tasks.columns) == _documented_columns("Columns of `a.tasks`")
         assert analysis.critical_path.empty
         (warning,) = analysis.warnings
-        assert "no capture files" in warning
+        assert "no trace files" in warning
     with pytest.raises(FileNotFoundError):
         agentscope.analyze(tmp_path / "missing")
 

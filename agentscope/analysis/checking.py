@@ -1,4 +1,5 @@
-"""``check()``: validate every capture file of a trace directory without building a store."""
+"""``check()``: validate every trace file of a directory (or one file), in every format the
+store reads, without building a store."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from collections import Counter
 
 from .. import metric_names as mn
+from .. import semconv
 from ..store.tracedir import scan
 
 
@@ -23,9 +25,13 @@ class CheckResult:
     duplicates: int  # spans seen again with the same (trace_id, span_id); the first is kept
     spans_dropped_by_writers: float  # what the writers counted as dropped (queue full, errors)
     problems: tuple  # of agentscope.errors.TraceFormatError
+    formats: dict = dataclasses.field(default_factory=dict)  # format -> files read
+    skipped: tuple = ()  # (file, why) of the files in no format agentscope reads
 
     def to_dict(self) -> dict:
-        return {"trace_dir": self.trace_dir, "files": self.files, "spans": self.spans,
+        return {"trace_dir": self.trace_dir, "files": self.files, "formats": dict(self.formats),
+                "skipped": [{"file": f, "reason": r} for f, r in self.skipped],
+                "spans": self.spans,
                 "traces": self.traces, "samples": self.samples, "stages": dict(self.stages),
                 "duplicates": self.duplicates,
                 "spans_dropped_by_writers": self.spans_dropped_by_writers,
@@ -34,15 +40,23 @@ class CheckResult:
 
 
 def check(source: "str | os.PathLike[str]") -> CheckResult:
-    """Read and validate every capture file below ``source``. Raises FileNotFoundError if it
-    is not a directory."""
+    """Read and validate every trace file below ``source`` (or the file ``source``). Raises
+    FileNotFoundError if it does not exist. Foreign spans are counted under the stage their
+    conventions give them (agentscope.semconv), as the store would."""
     result = scan(source)
-    stages = Counter(s.stage or "(none)" for s in result.spans)
+    stages = Counter(s.stage or _convention_stage(s) or "(none)" for s in result.spans)
     return CheckResult(
         str(source), len(result.files), len(result.spans),
         len({s.trace_id for s in result.spans}), len(result.samples),
         dict(sorted(stages.items(), key=lambda kv: -kv[1])), result.duplicates,
-        _latest(result.samples, mn.AGENTSCOPE_CAPTURE_SPANS_DROPPED), tuple(result.problems))
+        _latest(result.samples, mn.AGENTSCOPE_CAPTURE_SPANS_DROPPED), tuple(result.problems),
+        dict(Counter(f.kind for f in result.files)),
+        tuple((s.rel, s.reason) for s in result.skipped))
+
+
+def _convention_stage(span) -> "str | None":
+    stage_for = getattr(semconv, "stage_for", None)
+    return stage_for(span.attrs, span.kind) if stage_for else None
 
 
 def _latest(samples: list, metric: str) -> float:

@@ -32,26 +32,29 @@ Progress = Callable[[int, int], None]
 
 def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None, *,
             progress: Optional[Progress] = None, batch: bool = False) -> "Analysis":
-    """Load what is new in the trace directory ``source`` into its store, analyse every task
-    in it, save the results there (the ``tasks`` and ``critical_path`` views) and return them.
+    """Load what is new in ``source`` into its store, analyse every task in it, save the
+    results there (the ``tasks`` and ``critical_path`` views) and return them.
 
-    ``db``: the DuckDB file [default: ``SOURCE/.agentscope/agentscope.duckdb``]; ``":memory:"``
-    keeps the store in memory (call :meth:`Analysis.close` when done with it).
+    ``source``: a trace directory (every trace file below it, in any format agentscope reads,
+    detected by content: docs/file-formats.md) or a single trace file.
+    ``db``: the DuckDB file [default: ``SOURCE/.agentscope/agentscope.duckdb`` for a directory,
+    in memory for a single file]; ``":memory:"`` keeps the store in memory (call
+    :meth:`Analysis.close` when done with it).
     ``progress(done_bytes, total_bytes)`` is called as files are read. ``batch``: tune this
     process for one large analysis that ends soon (the CLI does): freed memory is kept for
     reuse rather than given back to the OS and faulted in again (glibc), and DuckDB keeps up
     to 1 GB of its freed blocks.
 
-    Raises FileNotFoundError if ``source`` does not exist (NotADirectoryError if it is a
-    file), StoreError if the store is locked by another process. Bad input never raises: each
-    problem is in :attr:`Analysis.problems` with its file and line, and the rest is analysed.
+    Raises FileNotFoundError if ``source`` does not exist, StoreError if the store is locked
+    by another process. Bad input never raises: each problem is in :attr:`Analysis.problems`
+    with its file and line, files in no known format are named in :attr:`Analysis.warnings`,
+    and the rest is analysed.
     """
     root = Path(source)
     if root.is_file():
-        raise NotADirectoryError(f"{source} is a file: give the trace directory that holds it "
-                                 "(single files are not read yet)")
-    if not root.is_dir():
-        raise FileNotFoundError(f"no such trace directory: {source}")
+        db = MEMORY if db is None else db
+    elif not root.is_dir():
+        raise FileNotFoundError(f"no such trace directory or file: {source}")
     if batch:
         _keep_freed_memory()
     store = Store.for_trace_dir(root, db, keep_freed_blocks=batch)
@@ -76,6 +79,9 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     return analysis
 
 
+SKIPPED_NAMED = 5  # skipped files named in the warning (the rest are counted)
+
+
 def source_state(source: "str | os.PathLike[str]") -> tuple:
     """The loadable files of a trace directory and their sizes: when this has not changed,
     an analysis of it would find nothing new."""
@@ -95,9 +101,16 @@ def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
         load={"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
     warnings = []
+    if load.skipped:
+        named = ", ".join(f"{s.rel} ({s.reason})" for s in load.skipped[:SKIPPED_NAMED])
+        more = len(load.skipped) - SKIPPED_NAMED
+        warnings.append(f"skipped {len(load.skipped)} file{'s' if len(load.skipped) > 1 else ''}"
+                        f" in no trace format agentscope reads: {named}"
+                        + (f" and {more} more" if more > 0 else ""))
     if load.files_seen == 0:
-        warnings.append(f"no capture files in {source} (looked for spans-*.jsonl, "
-                        "samples-*.jsonl and OTLP/JSON *.json, *.jsonl); record some with "
+        warnings.append(f"no trace files in {source} (agentscope reads its own capture files, "
+                        "OTLP JSON/protobuf, Jaeger, Langfuse, any-agent, Phoenix and TraceLab "
+                        "traces, gzip/zstd of any: docs/file-formats.md); record some with "
                         "agentscope.init(...)")
     elif not fleet.tasks:
         samples = store.sample_count()

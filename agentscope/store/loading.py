@@ -4,6 +4,8 @@
   are read together, in parallel; a file that has any line it cannot take is re-read by the
   validating Python reader, which names the file and line of each problem and loads the rest.
 * OTLP/JSON files: pyarrow + DuckDB where possible (otlp_arrow.py), else Python (otlp.py).
+* Every other format (store/inputs.py tells which), and compressed files of any format, are
+  read whole by their reader (formats/importers/) into records, when new or changed.
 * Files are append-only: a file seen before is loaded from where the last load stopped (its
   last complete line); a torn last line waits for its newline. Spans are unique by
   (trace_id, span_id): a span seen again is counted as a duplicate and skipped.
@@ -25,9 +27,10 @@ from ..errors import TraceFormatError
 from ..formats import samplefile, spanfile
 from ..formats.spanfile import MIN_EPOCH_NS
 from ..records import SpanRecord
-from . import otlp, otlp_arrow
+from . import otlp_arrow
+from .inputs import Source, find
+from .readers import numbered_lines, otlp_lines, read_whole
 from .schema import SAMPLE_COLUMNS, SPAN_COLUMNS, sql
-from .tracedir import capture_kind, hidden
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
 
@@ -59,38 +62,13 @@ class LoadReport:
     samples_added: int = 0
     duplicates: int = 0
     problems: list = dataclasses.field(default_factory=list)
-    ignored_files: list = dataclasses.field(default_factory=list)
+    skipped: list = dataclasses.field(default_factory=list)  # of inputs.Skipped
+    formats: dict = dataclasses.field(default_factory=dict)  # format -> files seen
 
 
-@dataclasses.dataclass
-class _Source:
-    path: Path
-    rel: str
-    format: str  # spans | samples | otlp | otlp-lines
-
-
-def sources(trace_dir: "str | os.PathLike[str]") -> tuple:
-    """(loadable files, ignored files) below ``trace_dir``; hidden entries are skipped."""
-    root = Path(trace_dir)
-    found, ignored = [], []
-    for path in sorted(root.rglob("*")):
-        if hidden(root, path) or not path.is_file():
-            continue
-        rel, name = path.relative_to(root), path.name
-        kind = capture_kind(name)
-        if kind:
-            found.append(_Source(path, str(rel), kind))
-        elif name.endswith((".json", ".jsonl", ".ndjson")):
-            with open(path, "rb") as f:
-                head = f.read(65536)
-            if otlp.looks_like_otlp(head):
-                found.append(_Source(path, str(rel),
-                                     "otlp" if name.endswith(".json") else "otlp-lines"))
-            else:
-                ignored.append(str(rel))
-        else:
-            ignored.append(str(rel))
-    return found, ignored
+def sources(source: "str | os.PathLike[str]") -> tuple:
+    """(loadable files, skipped files) of a directory or a single file (store/inputs.py)."""
+    return find(source)
 
 
 class Loader:
@@ -106,11 +84,8 @@ class Loader:
              found: Optional[tuple] = None) -> LoadReport:
         """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read;
         ``found`` is what :func:`sources` returned for it, if the caller already looked."""
-        root = Path(trace_dir)
-        if not root.is_dir():
-            raise FileNotFoundError(f"no such trace directory: {root}")
         report = LoadReport()
-        found, report.ignored_files = found if found is not None else sources(root)
+        found, report.skipped = found if found is not None else sources(trace_dir)
         known = {path: (fid, loaded, lines) for fid, path, loaded, lines in self._x(
             "SELECT file_id, path, loaded_bytes, loaded_lines FROM loaded_files")}
         next_id = self._x("SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
@@ -119,6 +94,7 @@ class Loader:
         pending = []
         for src in found:
             report.files_seen += 1
+            report.formats[src.format] = report.formats.get(src.format, 0) + 1
             size = src.path.stat().st_size
             row = known.get(src.rel)
             if row is not None and row[1] >= size:
@@ -131,7 +107,8 @@ class Loader:
                 next_id += 1
                 self._x("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, current_timestamp)",
                         [row[0], src.rel, src.format])
-            if src.format in whole and row[1] == 0 and _ends_with_newline(src.path, size):
+            if (src.format in whole and src.incremental and row[1] == 0
+                    and _ends_with_newline(src.path, size)):
                 whole[src.format].append((src, row[0], size))
             else:
                 pending.append((src, row, size))
@@ -140,7 +117,7 @@ class Loader:
                 pending.extend(self._load_whole_files(fmt, batch, report, progress,
                                                       span_file_ids))
         for src, (file_id, offset, lines_before), size in pending:
-            if src.format == "otlp":  # one JSON document: read whole, duplicates are skipped
+            if not src.incremental:  # read whole again; its spans already stored are skipped
                 offset, lines_before = 0, 0
             added, dups, used, lines, problems = self._load_file(src, file_id, offset,
                                                                  lines_before, size)
@@ -152,7 +129,7 @@ class Loader:
             self._x(sql("stages_from_conventions.sql"), {"file_ids": span_file_ids})
         return report
 
-    def _account(self, report: LoadReport, src: _Source, file_id: int, added: int, dups: int,
+    def _account(self, report: LoadReport, src: Source, file_id: int, added: int, dups: int,
                  used: int, lines: int, problems: list, span_file_ids: list) -> None:
         report.files_loaded += 1
         report.duplicates += dups
@@ -227,14 +204,11 @@ class Loader:
         return dict(self._x("SELECT file_id, count(*) FROM spans WHERE file_id IN "
                             "(SELECT file_id FROM staging_files) GROUP BY ALL"))
 
-    def _load_file(self, src: _Source, file_id: int, offset: int, lines_before: int,
+    def _load_file(self, src: Source, file_id: int, offset: int, lines_before: int,
                    size: int) -> tuple:
         """Load from ``offset``; returns (added, duplicates, bytes used, lines, problems)."""
-        if src.format == "otlp":
-            errors: list = []
-            records = list(otlp.read(str(src.path), errors))
-            added, dups = self._insert_records(records, file_id)
-            return added, dups, size, 0, errors
+        if not src.incremental:
+            return self._load_whole(src, file_id, size)
         with open(src.path, "rb") as f:
             f.seek(offset)
             data = f.read(size - offset)
@@ -259,20 +233,29 @@ class Loader:
                     self._x("DROP TABLE IF EXISTS staging")
                 return added, dups, offset + cut, lines_before + n_lines, problems
             errors = []
-            records = list(_otlp_lines(complete, str(src.path), lines_before, errors))
+            records = list(otlp_lines(complete, str(src.path), lines_before, errors))
             added, dups = self._insert_records(records, file_id)
             return added, dups, offset + cut, lines_before + n_lines, problems + errors
         added, dups, slow_problems = self._load_lines(src, file_id, complete, lines_before)
         return added, dups, offset + cut, lines_before + n_lines, problems + slow_problems
 
-    def _stage_otlp_fast(self, src: _Source, complete: bytes, whole_file: bool) -> Optional[int]:
+    def _load_whole(self, src: Source, file_id: int, size: int) -> tuple:
+        """A file read whole (a JSON document, a foreign format, a compressed file): its
+        records through the reader of its format; (added, duplicates, size, 0, problems)."""
+        errors: list = []
+        spans, samples = read_whole(src, errors)
+        added, dups = self._insert_records(spans, file_id)
+        added += self._insert_samples(samples, file_id)
+        return added, dups, size, 0, errors
+
+    def _stage_otlp_fast(self, src: Source, complete: bytes, whole_file: bool) -> Optional[int]:
         """Try the pyarrow fast path for OTLP lines (see store/otlp_arrow.py)."""
         if whole_file:
             return otlp_arrow.stage(self.con, str(src.path), complete)
         with _temp_jsonl(complete) as tmp:
             return otlp_arrow.stage(self.con, tmp, complete)
 
-    def _load_lines(self, src: _Source, file_id: int, complete: bytes,
+    def _load_lines(self, src: Source, file_id: int, complete: bytes,
                     lines_before: int) -> tuple:
         """Complete lines of one of our files: DuckDB if every line loads and validates, else
         the validating reader, which names each bad line."""
@@ -324,12 +307,12 @@ class Loader:
             FROM {source} AS s {join}
             {new}""")[0][0]
 
-    def _slow_path(self, src: _Source, file_id: int, complete: bytes, lines_before: int,
+    def _slow_path(self, src: Source, file_id: int, complete: bytes, lines_before: int,
                    spans: bool) -> tuple:
         problems: list = []
         fmt = spanfile if spans else samplefile
         records = []
-        for number, text in _numbered_lines(complete, lines_before):
+        for number, text in numbered_lines(complete, lines_before):
             try:
                 records.append(fmt.decode(text, str(src.path), number))
             except TraceFormatError as e:
@@ -363,15 +346,6 @@ class Loader:
         self.con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                              [list(r) + [file_id] for r in records])
         return len(records)
-
-
-def _numbered_lines(complete: bytes, lines_before: int):
-    """(line number, text) of the non-blank lines of ``complete`` (whole lines), numbered
-    after the ``lines_before`` lines already loaded from the same file."""
-    for number, raw in enumerate(complete.split(b"\n")[:-1], start=lines_before + 1):
-        text = raw.decode("utf-8", errors="replace").strip()
-        if text:
-            yield number, text
 
 
 @contextlib.contextmanager
@@ -427,14 +401,3 @@ def _row(r: SpanRecord) -> tuple:
             r.end_ns, r.status, r.status_message, r.service, r.host, r.pid, r.tid,
             r.thread_cpu_ns, r.child_cpu_ns, r.children, r.vcsw, r.ivcsw, r.minflt, r.majflt,
             r.child_majflt, json.dumps(dict(r.attrs), default=str), events, links)
-
-
-def _otlp_lines(complete: bytes, path: str, lines_before: int, errors: list):
-    for number, text in _numbered_lines(complete, lines_before):
-        try:
-            request = json.loads(text)
-        except ValueError as e:
-            errors.append(TraceFormatError(path, number, f"not valid JSON ({e.msg} at column "
-                                                         f"{e.colno})"))
-            continue
-        yield from otlp.spans_of_request(request, path, number, errors)

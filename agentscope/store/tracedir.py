@@ -1,8 +1,10 @@
-"""Reading a trace directory in pure Python, validating every line.
+"""Reading a trace directory (or one trace file) in pure Python, validating every record.
 
-The reader of our own capture files that needs no database: ``agentscope check`` and the
-tests use it; the store loads through DuckDB (:mod:`.loading`), whose per-file fallback
-validates each line the same way (``formats/``). Bad lines are collected as
+The reader that needs no database: ``agentscope check`` and the tests use it. It reads every
+format the store loads (store/inputs.py finds the files, store/readers.py reads the ones
+that are not our own plain capture files), so ``check`` covers what ``analyze`` reads. The
+store loads through DuckDB (:mod:`.loading`), whose per-file fallback validates each line the
+same way (``formats/``). Bad lines are collected as
 :class:`~agentscope.errors.TraceFormatError` (file, line, span, reason); they never stop the
 rest from loading.
 """
@@ -17,12 +19,13 @@ from typing import Callable, Iterable, Optional
 from ..errors import TraceFormatError
 from ..formats import samplefile, spanfile
 from ..records import SampleRecord, SpanRecord
+from .inputs import capture_kind, find, hidden  # noqa: F401  (capture_kind: part of this module's API)
 
 
 @dataclasses.dataclass
 class FileSummary:
     path: str
-    kind: str  # "spans" | "samples"
+    kind: str  # "spans" | "samples" | another format's name (store/inputs.py)
     records: int = 0
     problems: int = 0
     torn: bool = False
@@ -35,24 +38,11 @@ class TraceDir:
     problems: list[TraceFormatError]
     files: list[FileSummary]
     duplicates: int = 0  # spans seen again with the same (trace_id, span_id); first one kept
-
-
-def capture_kind(name: str) -> Optional[str]:
-    """``spans`` or ``samples`` for the name of one of our capture files, else None."""
-    if name.endswith(spanfile.FILE_SUFFIX):
-        if name.startswith(spanfile.FILE_PREFIX):
-            return "spans"
-        if name.startswith(samplefile.FILE_PREFIX):
-            return "samples"
-    return None
-
-
-def hidden(root: Path, path: Path) -> bool:
-    """Whether ``path`` is, or is inside, a hidden entry below ``root`` (e.g. .agentscope/)."""
-    return any(part.startswith(".") for part in path.relative_to(root).parts)
+    skipped: list = dataclasses.field(default_factory=list)  # of inputs.Skipped
 
 
 def capture_files(directory: "str | os.PathLike[str]") -> list[tuple[str, Path]]:
+
     """Our capture files below ``directory`` (recursively), as (kind, path), sorted by path."""
     root = Path(directory)
     found = []
@@ -63,34 +53,43 @@ def capture_files(directory: "str | os.PathLike[str]") -> list[tuple[str, Path]]
     return found
 
 
-def scan(directory: "str | os.PathLike[str]",
+def scan(source: "str | os.PathLike[str]",
          progress: Optional[Callable[[Path], None]] = None) -> TraceDir:
-    """Read every capture file of a trace directory. Raises FileNotFoundError if it is missing."""
-    root = Path(directory)
-    if not root.is_dir():
-        raise FileNotFoundError(f"no such trace directory: {root}")
-    result = TraceDir([], [], [], [])
+    """Read every trace file of a directory, or one file. Raises FileNotFoundError if it is
+    missing."""
+    from .readers import read_whole
+
+    found, skipped = find(source)
+    result = TraceDir([], [], [], [], skipped=list(skipped))
     seen: set = set()
-    for kind, path in capture_files(root):
+    for src in found:
+        path = src.path
         if progress is not None:
             progress(path)
         errors: list[TraceFormatError] = []
-        summary = FileSummary(str(path), kind)
-        reader: Callable[..., Iterable] = spanfile.read if kind == "spans" else samplefile.read
+        summary = FileSummary(str(path), src.format)
         try:
-            for record in reader(str(path), errors):
-                summary.records += 1
-                if kind == "spans":
-                    key = (record.trace_id, record.span_id)
-                    if key in seen:
-                        result.duplicates += 1
-                        continue
-                    seen.add(key)
-                    result.spans.append(record)
-                else:
-                    result.samples.append(record)
+            if src.format in ("spans", "samples") and src.compression is None:
+                reader: Callable[..., Iterable] = (spanfile.read if src.format == "spans"
+                                                   else samplefile.read)
+                records = list(reader(str(path), errors))
+            else:
+                spans, samples = read_whole(src, errors)
+                records = spans + samples
         except OSError as e:
+            records = []
             errors.append(TraceFormatError(str(path), None, f"cannot read: {e}"))
+        for record in records:
+            summary.records += 1
+            if isinstance(record, SpanRecord):
+                key = (record.trace_id, record.span_id)
+                if key in seen:
+                    result.duplicates += 1
+                    continue
+                seen.add(key)
+                result.spans.append(record)
+            else:
+                result.samples.append(record)
         summary.problems = len(errors)
         summary.torn = any(e.torn for e in errors)
         result.problems.extend(errors)

@@ -1,0 +1,130 @@
+"""Which files of a source are traces, and in which format: decided by content.
+
+A source is a directory (every file below it, hidden entries such as ``.agentscope/`` left
+out) or a single file. Each file is recognised by its first bytes, decompressed first when it
+is gzip or zstd: our own span and sample files (also by their names), OTLP/JSON in either
+spelling, then each importer of :mod:`agentscope.formats.importers` (OTLP protobuf, Langfuse,
+any-agent, Jaeger, Phoenix, TraceLab). A file none of them recognises is *skipped*, with the
+reason, and the callers show it: nothing is passed over in silence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Optional
+
+from ..formats import compressed, importers, samplefile, spanfile
+from . import otlp
+
+HEAD_BYTES = importers.HEAD_BYTES
+UNKNOWN = "not a known trace format"
+
+
+@dataclasses.dataclass
+class Source:
+    """One file to load: where, its path relative to the source's root, its format (``spans``,
+    ``samples``, ``otlp``, ``otlp-lines`` or an importer's name) and its compression."""
+
+    path: Path
+    rel: str
+    format: str
+    compression: Optional[str] = None
+
+    @property
+    def incremental(self) -> bool:
+        """Read from where the last load stopped (line-delimited, uncompressed); else the whole
+        file is read again when it changes (its spans already stored are skipped)."""
+        return self.compression is None and self.format in ("spans", "samples", "otlp-lines")
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    rel: str
+    reason: str
+
+
+def capture_kind(name: str) -> Optional[str]:
+    """``spans`` or ``samples`` for the name of one of our capture files, else None."""
+    if name.endswith(spanfile.FILE_SUFFIX):
+        if name.startswith(spanfile.FILE_PREFIX):
+            return "spans"
+        if name.startswith(samplefile.FILE_PREFIX):
+            return "samples"
+    return None
+
+
+def hidden(root: Path, path: Path) -> bool:
+    """Whether ``path`` is, or is inside, a hidden entry below ``root`` (e.g. .agentscope/)."""
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def root_of(source: "str | os.PathLike[str]") -> Path:
+    """The directory that a source's relative paths are relative to (a file's: its folder)."""
+    path = Path(source)
+    return path.parent if path.is_file() else path
+
+
+def find(source: "str | os.PathLike[str]") -> tuple:
+    """(the loadable :class:`Source` s, the :class:`Skipped` files) of a directory or a single
+    file, sorted by path. Raises FileNotFoundError if ``source`` does not exist."""
+    path = Path(source)
+    if path.is_file():
+        return _classify([path], path.parent)
+    if not path.is_dir():
+        raise FileNotFoundError(f"no such trace directory or file: {source}")
+    files = [p for p in sorted(path.rglob("*")) if not hidden(path, p) and p.is_file()]
+    return _classify(files, path)
+
+
+def _classify(files: list, root: Path) -> tuple:
+    found, skipped = [], []
+    for path in files:
+        rel = str(path.relative_to(root))
+        fmt, kind, reason = detect(path)
+        if fmt is None:
+            skipped.append(Skipped(rel, reason))
+        else:
+            found.append(Source(path, rel, fmt, kind))
+    return found, skipped
+
+
+def detect(path: Path) -> tuple:
+    """(format or None, compression, why it was not recognised)."""
+    name = path.name
+    kind = capture_kind(name)
+    if kind:
+        return kind, None, ""
+    try:
+        comp, head = compressed.read_head(path, HEAD_BYTES)
+    except compressed.CompressedError as e:
+        return None, None, str(e)
+    except OSError as e:
+        return None, None, f"cannot read: {e.strerror or e}"
+    if not head.strip():
+        return None, comp, "empty file"
+    inner = name
+    if comp:  # the name without its compression suffix, for our own files and tie-breaks
+        for suffix in (".gz", ".gzip", ".zst", ".zstd"):
+            if inner.endswith(suffix):
+                inner = inner[: -len(suffix)]
+        kind = capture_kind(inner)
+        if kind:
+            return kind, comp, ""
+    if otlp.looks_like_otlp(head):
+        if comp is None and not inner.endswith(".json"):
+            return "otlp-lines", None, ""
+        return "otlp", comp, ""
+    importer = importers.detect(head, inner)
+    if importer is not None:
+        return importer.name, comp, ""
+    stripped = head.lstrip()[:4096]
+    for marker, what in ((b'"resourceMetrics"', "OTLP metrics"), (b'"resource_metrics"',
+                         "OTLP metrics"), (b'"resourceLogs"', "OTLP logs"),
+                         (b'"resource_logs"', "OTLP logs")):
+        if marker in head:
+            return None, comp, f"{what}, not traces"
+    if b"\x00" in stripped:
+        return None, comp, UNKNOWN + " (binary)"
+    return None, comp, UNKNOWN
