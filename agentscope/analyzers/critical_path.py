@@ -4,10 +4,11 @@ The walk is Jaeger's (jaeger-ui ``CriticalPath``, summarized in the test corpus'
 ALGORITHM.md), in our own code, with the changes agent traces need:
 
 1. Start at the end of the root. Repeatedly take the *last finishing child* (LFC) of the
-   current span among the children that end no later than the current time ``t``; the time
-   between that child's end and ``t`` is the current span's own (self) time. Descend into the
-   child. When a span has no such child left, its time back to its start is self time, and the
-   walk returns to its parent with ``t`` = the span's start.
+   current span among the children that were running before the current time ``t`` (a child
+   still running at ``t`` counts as ending at ``t``); the time between that child's end and
+   ``t`` is the current span's own (self) time. Descend into the child. When a span has no
+   such child left, its time back to its start is self time, and the walk returns to its
+   parent with ``t`` = the span's start.
 2. Before walking, each child is clipped to its parent's interval (children entirely outside it
    are left off: fire-and-forget work that did not delay the task), and a CONSUMER child of a
    PRODUCER is left off with its subtree (the producer did not wait for it). Such spans stay in
@@ -15,6 +16,14 @@ ALGORITHM.md), in our own code, with the changes agent traces need:
 
 Where we differ from Jaeger, on purpose (each has a test):
 
+* **Overlapping children keep their time.** Jaeger takes a previous sibling only if it
+  ended before the returning child started, so where children overlap (an LLM call 0-10 s,
+  then a tool 9-12 s that the model's streamed output started early, under an agent 0-12 s)
+  the overlapped child's time (0-9 s) went to the parent as self time: on traces without
+  resource accounting, to a guess. We take a child that was still running when the returning
+  child started, cut at that instant (the LLM call holds 0-9 s, the tool 9-12 s): the time
+  it ran belongs to a child, not to the parent. Where no children overlap, both walks agree
+  (Jaeger's upstream cases without overlap are tested for it).
 * **Abutting children are on the path.** Jaeger takes a previous sibling only if it ends
   *strictly* before the returning child starts, so with millisecond timestamps a child that
   ends exactly when the next starts loses its time to the parent. We take ``end <= t``; each
@@ -322,9 +331,9 @@ def _lockstep(tops: Any, traces: Any, cs: Any, ce: Any, order: Any, off: Any, cn
         k = cursor[cur]
         has = k < m
         child = order[np.where(has, off[cur] + k, 0)] if len(order) else cur
-        c_end = ce[child]
-        take = has & (c_end <= t)
-        # a child that ended after t is passed over; one that ended by t is entered
+        c_end = np.minimum(ce[child], t)  # a child still running at t is cut at t
+        take = has & ((ce[child] <= t) | (cs[child] < t))
+        # a child that started at or after t is passed over; one that ran before t is entered
         cursor[cur] = np.where(has, k + 1, k)
         up = ~has
         c_start = cs[cur]
@@ -348,7 +357,7 @@ def _lockstep(tops: Any, traces: Any, cs: Any, ce: Any, order: Any, off: Any, cn
 def _descend_flat(top: int, t: int, cs: Any, ce: Any, order: Any, off: Any, cnt: Any,
                   parent_of: Any, cursor: Any, sections: list, cur: int = -1) -> int:
     """Walk back from time ``t`` inside ``top``'s subtree, taking at each span the last
-    finishing child that ended by ``t`` (children stored flat, ``order[off[p]:off[p] +
+    finishing child that ran before ``t``, cut at ``t`` (children stored flat, ``order[off[p]:off[p] +
     cnt[p]]``, last finishing first); returns ``top``'s start. ``cur``: where in the subtree
     a walk that was begun elsewhere stands (``t`` is its time there)."""
     if cur < 0:
@@ -358,12 +367,14 @@ def _descend_flat(top: int, t: int, cs: Any, ce: Any, order: Any, off: Any, cnt:
         if m:
             base = off[cur]
             k = cursor[cur]
-            while k < m and ce[order[base + k]] > t:
+            # passed over: children that started at or after t (ran in parallel with the
+            # returning child, inside its time); one still running at t is cut at t
+            while k < m and ce[order[base + k]] > t and cs[order[base + k]] >= t:
                 k += 1
             if k < m:
                 cursor[cur] = k + 1
                 child = order[base + k]
-                c_end = ce[child]
+                c_end = ce[child] if ce[child] < t else t
                 if t > c_end:
                     sections.append((cur, c_end, t))
                 cur, t = child, c_end

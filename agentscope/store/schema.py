@@ -55,6 +55,7 @@ class AnalysisInput:
     start_ns: Any  # int64
     end_ns: Any  # int64
     parent_idx: Any  # int64: row of the parent in the same trace, -1 for none
+    orphan: Any  # bool: its parent is not in the data (it was adopted, or is a root)
     own_cpu: Any  # float64: CPU of its thread and child processes net of its children's
     own_wall: Any  # float64: its duration less the time its same-thread children ran
     own_faults: Any  # float64: major faults net of its children's

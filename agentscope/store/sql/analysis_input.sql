@@ -13,6 +13,10 @@
 --   own_faults its major faults (thread + children processes) minus its children's.
 -- Children on another thread or process did not use this thread, so they are not netted.
 -- The parent is found once (one join on the string ids); the netting sums group by its idx.
+-- A span whose parent is not in the data (an orphan: the trace was cut, or a service did not
+-- export) is adopted by the innermost root span of its trace that encloses it in time, if
+-- one does (its missing ancestors ran inside that root, which waited for them); otherwise it
+-- is a root itself. Either way it keeps its trace id and service (orphan = 1 marks it).
 -- The last six columns (host_code .. child_vcsw) feed the counter rules; the store leaves
 -- them out (SELECT * EXCLUDE) when it has no counter samples to join. host_code is the span's
 -- host as its 1-based position in $hosts (0: none).
@@ -24,8 +28,29 @@ WITH base AS (
         thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, attrs, service, host
     FROM spans
 ),
+found AS (
+    SELECT c.idx, c.trace_no, c.start_ns, c.end_ns, p.idx AS found_idx,
+           c.parent_span_id IS NOT NULL AND p.idx IS NULL AS orphan
+    FROM base c
+    LEFT JOIN base p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+),
+adopted AS (
+    -- the innermost enclosing root (latest start, then earliest end); a root with the same
+    -- interval adopts only a later one (by idx), so adoption never makes a cycle
+    SELECT o.idx, arg_max(r.idx, [r.start_ns, -r.end_ns, r.idx]) AS adopter
+    FROM found o
+    JOIN found r ON r.trace_no = o.trace_no AND r.found_idx IS NULL AND r.idx <> o.idx
+        AND r.start_ns <= o.start_ns AND r.end_ns >= o.end_ns
+        AND NOT (r.start_ns = o.start_ns AND r.end_ns = o.end_ns AND r.idx > o.idx)
+    WHERE o.orphan
+    GROUP BY o.idx
+),
+parents AS (
+    SELECT f.idx, coalesce(f.found_idx, a.adopter, -1) AS parent_idx, f.orphan
+    FROM found f LEFT JOIN adopted a ON a.idx = f.idx
+),
 linked AS (
-    SELECT c.*, coalesce(p.idx, -1) AS parent_idx,
+    SELECT c.*, pa.parent_idx, pa.orphan,
         -- what this span takes off its parent's own time, CPU and faults (NULL: nothing)
         CASE WHEN p.idx <> c.idx AND c.pid IS NOT DISTINCT FROM p.pid
                   AND c.tid IS NOT DISTINCT FROM p.tid
@@ -40,7 +65,8 @@ linked AS (
              THEN coalesce(CASE WHEN c.tid IS NOT DISTINCT FROM p.tid THEN c.majflt END, 0)
                   + coalesce(c.child_majflt, 0) END AS net_faults
     FROM base c
-    LEFT JOIN base p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+    JOIN parents pa ON pa.idx = c.idx
+    LEFT JOIN base p ON p.idx = pa.parent_idx
 ),
 kid AS (
     SELECT parent_idx AS idx, sum(net_wall) AS busy_wall, sum(net_cpu) AS kid_cpu,
@@ -71,7 +97,7 @@ named AS (
     FROM attributed
 )
 SELECT s.idx, s.trace_no,
-    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.trace_id END AS trace_id,
+    CASE WHEN s.parent_idx < 0 OR s.stage = 'task' THEN s.trace_id END AS trace_id,
     s.span_id, s.name,
     -- low-cardinality strings as codes (no string object per row when fetched):
     -- stage as its position in the list below, kind only where the walk needs it
@@ -94,9 +120,9 @@ SELECT s.idx, s.trace_no,
     coalesce(s.attr_cpu_scope = 'loop', false) AS loop,
     -- kernel CPU of its thread, recorded where it took major faults (most of it paging in)
     coalesce(TRY_CAST(s.attr_thread_system_ns AS DOUBLE), 0) AS sys_cpu,
-    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.attr_lane END AS lane,
-    CASE WHEN s.parent_span_id IS NULL OR s.stage = 'task' THEN s.service END AS service,
-    s.parent_idx,
+    CASE WHEN s.parent_idx < 0 OR s.stage = 'task' THEN s.attr_lane END AS lane,
+    CASE WHEN s.parent_idx < 0 OR s.stage = 'task' THEN s.service END AS service,
+    s.parent_idx, s.orphan,
     -- for the counters of the span's host and process: the host, the process, the context
     -- switches of its thread (not netted) and of the child processes it waited for
     coalesce(list_position($hosts::VARCHAR[], s.host), 0) AS host_code,
