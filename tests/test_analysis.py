@@ -146,7 +146,10 @@ def test_json_report_follows_the_contract(analysed):
     assert set(t) >= {"trace_id", "name", "lane", "start", "duration_s", "bottleneck",
                       "confidence", "shares", "evidence", "critical_path"}
     assert t["lane"] == "online" and t["start"].endswith("Z")
-    assert set(t["shares"]) == {"gpu", "cpu", "memory", "io", "queue"}
+    assert set(t["shares"]) == {"gpu", "cpu", "memory", "io", "queue", "untraced"}
+    assert t["shares"]["untraced"] == 0 and t["measured_share"] == 1.0  # all measured
+    assert doc["summary"]["measured_share"] == 1.0
+    assert {s["basis"] for s in t["critical_path"]} == {"measured"}
     path = t["critical_path"]
     assert path[0]["start_s"] == 0 and abs(path[-1]["end_s"] - t["duration_s"]) < 1e-6
     for a, b in zip(path, path[1:]):

@@ -118,7 +118,10 @@ def test_otlp_examples_load_and_bad_ids_are_reported(tmp_path):
         assert {p.line for p in bad} == {1, 2, 3, 4}
         skipped = {k.rel: k.reason for k in r.skipped}
         assert skipped["otlp/opentelemetry-proto/metrics.json"] == "OTLP metrics, not traces"
-        assert skipped["otlp/opentelemetry-proto/README.md"] == "not a known trace format"
+        assert skipped["otlp/opentelemetry-proto/README.md"] == "a document, not traces"
+        assert {k.rel for k in r.skipped if not k.quiet} == {  # the ones analyze warns about
+            f"otlp/opentelemetry-proto/{n}.json" for n in ("metrics", "logs", "events")} | {
+            f"otlp/otel_spec_file_exporter/{n}.jsonl" for n in ("metrics", "logs")}
 
 
 @needs_corpus

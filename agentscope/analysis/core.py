@@ -16,9 +16,9 @@ import numpy as np
 from .._gc import gc_paused
 from ..analyzers import engine
 from ..analyzers.counters import METRICS, gpu_summary
-from ..analyzers.evidence import CLASSES
+from ..analyzers.evidence import BASES, CLASSES
 from ..analyzers.results import Fleet, Sections, Summary
-from ..analyzers.verdict import breakdown
+from ..analyzers.verdict import breakdown, guess_warning
 from ..store.duckdb_store import Store
 from ..store.loading import LoadReport
 from ..store.schema import MEMORY
@@ -101,12 +101,17 @@ def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
         load={"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
     warnings = []
-    if load.skipped:
-        named = ", ".join(f"{s.rel} ({s.reason})" for s in load.skipped[:SKIPPED_NAMED])
-        more = len(load.skipped) - SKIPPED_NAMED
-        warnings.append(f"skipped {len(load.skipped)} file{'s' if len(load.skipped) > 1 else ''}"
-                        f" in no trace format agentscope reads: {named}"
-                        + (f" and {more} more" if more > 0 else ""))
+    guessed = guess_warning(summary)
+    if guessed:
+        warnings.append(guessed)
+    loud = [s for s in load.skipped if not s.quiet]
+    if loud:
+        named = ", ".join(f"{s.rel} ({s.reason})" for s in loud[:SKIPPED_NAMED])
+        more = len(loud) - SKIPPED_NAMED
+        warnings.append(f"skipped {len(loud)} file{'s' if len(loud) > 1 else ''} in no trace "
+                        f"format agentscope reads: {named}"
+                        + (f" and {more} more" if more > 0 else "")
+                        + " (agentscope check lists them)")
     if load.files_seen == 0:
         warnings.append(f"no trace files in {source} (agentscope reads its own capture files, "
                         "OTLP JSON/protobuf, Jaeger, Langfuse, any-agent, Phoenix and TraceLab "
@@ -274,6 +279,7 @@ def _task_columns(fleet: Fleet) -> dict:
         "start_ns": [t.start_ns for t in tasks], "duration_ns": [t.duration_ns for t in tasks],
         "bottleneck": [t.bottleneck for t in tasks],
         "confidence": [t.confidence for t in tasks],
+        "measured_share": [t.measured_share for t in tasks],
     }
     for c in CLASSES:
         cols[f"share_{c}"] = [t.shares.get(c, 0.0) for t in tasks]
@@ -292,7 +298,8 @@ def _section_columns(fleet: Fleet) -> dict:
     out = {"trace_id": trace_ids[sec.task], "seq": sec.seq, "span_id": sec.span_id,
            "name": sec.name, "stage": sec.stage, "start_ns": sec.start_ns,
            "end_ns": sec.end_ns, "class": np.asarray(CLASSES, dtype=object)[sec.cls],
-           "confidence": sec.confidence}
+           "confidence": sec.confidence,
+           "basis": np.asarray(BASES, dtype=object)[sec.basis]}
     for k, c in enumerate(CLASSES):
         out[f"share_{c}"] = np.ascontiguousarray(sec.shares[:, k])
     return out

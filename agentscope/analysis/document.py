@@ -38,7 +38,8 @@ def document(analysis: Any) -> dict:
 
 
 # a critical-path segment of the document: these section columns, under the same names
-_SEGMENT = ("span_id", "name", "stage", "start_s", "end_s", "class", "confidence", "evidence")
+_SEGMENT = ("span_id", "name", "stage", "start_s", "end_s", "class", "confidence", "basis",
+            "evidence")
 
 
 def _task(t: Any, critical_path: list) -> dict:
@@ -51,6 +52,7 @@ def _task(t: Any, critical_path: list) -> dict:
         "duration_s": round(t.duration_ns / 1e9, 9),
         "bottleneck": t.bottleneck,
         "confidence": t.confidence,
+        "measured_share": t.measured_share,
         "shares": {c: round(t.shares.get(c, 0.0), 6) for c in CLASSES},
         "evidence": list(t.evidence),
         "spans": t.spans,

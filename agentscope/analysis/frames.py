@@ -10,16 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from ..analyzers.evidence import CLASSES
+from ..analyzers.evidence import BASES, CLASSES
 
 TASK_COLUMNS = ("trace_id", "name", "lane", "service", "start", "duration_s", "bottleneck",
-                "confidence", *(f"share_{c}" for c in CLASSES), "orchestration_s", "spans",
-                "evidence")
+                "confidence", "measured_share", *(f"share_{c}" for c in CLASSES),
+                "orchestration_s", "spans", "evidence")
 SECTION_COLUMNS = ("trace_id", "seq", "span_id", "name", "stage", "start_s", "end_s",
-                   "duration_s", "class", "confidence", *(f"share_{c}" for c in CLASSES),
-                   "evidence")
+                   "duration_s", "class", "confidence", "basis",
+                   *(f"share_{c}" for c in CLASSES), "evidence")
 STRINGS = ("trace_id", "name", "lane", "service", "bottleneck", "span_id", "stage", "class",
-           "evidence")
+           "basis", "evidence")
 
 
 def tasks_frame(analysis: Any) -> Any:
@@ -37,6 +37,7 @@ def tasks_frame(analysis: Any) -> Any:
         "duration_s": [round(t.duration_ns / 1e9, 9) for t in tasks],
         "bottleneck": [t.bottleneck for t in tasks],
         "confidence": [t.confidence for t in tasks],
+        "measured_share": [t.measured_share for t in tasks],
     }
     for c in CLASSES:
         cols[f"share_{c}"] = [round(t.shares.get(c, 0.0), 6) for t in tasks]
@@ -67,6 +68,7 @@ def section_columns(analysis: Any) -> dict:
         "duration_s": [round(x, 9) for x in ((end - start) / 1e9).tolist()],
         "class": np.asarray(CLASSES, dtype=object)[np.asarray(sec.cls, dtype=np.int64)],
         "confidence": np.asarray(sec.confidence, dtype=np.float64),
+        "basis": np.asarray(BASES, dtype=object)[np.asarray(sec.basis, dtype=np.int64)],
     }
     for k, c in enumerate(CLASSES):
         cols[f"share_{c}"] = np.asarray(sec.shares, dtype=np.float64)[:, k] if len(sec) else \

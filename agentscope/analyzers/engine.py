@@ -24,8 +24,8 @@ import numpy as np
 from .._gc import gc_paused
 from .counters import adjust, section_means
 from .critical_path import walk_many
-from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, SELF_TIME_STAGES,
-                       classify)
+from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS,
+                       SELF_TIME_STAGES, UNTRACED_BASIS, classify)
 from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
                       TaskResult)
 from .verdict import (EVIDENCE_SPANS, NO_CLASS, bottlenecks, evidence_line, span_label,
@@ -67,9 +67,11 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
         sec_shares = spans.shares[row]
         sec_conf = np.where(is_gap, GAP_CONFIDENCE, spans.confidence[row])
         sec_cls = np.where(is_gap, _GAP, spans.cls[row])
+        sec_basis = np.where(is_gap, UNTRACED_BASIS, spans.basis[row])
     else:
         sec_shares, sec_conf = np.zeros((len(span), len(CLASSES))), np.zeros(len(span))
         sec_cls = np.full(len(span), _GAP)
+        sec_basis = np.full(len(span), UNTRACED_BASIS)
     sec_shares[is_gap] = _GAP_SHARES
     stage = np.asarray(inp.stage, dtype=object)
     orchestrates = np.isin(stage, SELF_TIME_STAGES)
@@ -82,6 +84,9 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
                                                      sec_shares, sec_conf, sec_orch, stage)
         if notes is not None:
             sec_cls = np.where(is_gap, _GAP, np.argmax(sec_shares, axis=1))
+            # where the counters said something over a section, its class rests on them
+            said = np.asarray([bool(x) for x in notes.tolist()], dtype=bool)
+            sec_basis = np.where(said & ~is_gap, MEASURED_BASIS, sec_basis)
 
     # 4. per task: shares, bottleneck, confidence
     length = (end - start).astype(np.float64)
@@ -93,6 +98,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     quality = np.divide(np.bincount(task, length * sec_conf, n_tasks), weight,
                         out=np.zeros(n_tasks), where=weight > 0)
     orchestration = np.bincount(task, length * sec_orch, n_tasks)
+    measured = np.bincount(task, length * (sec_basis == MEASURED_BASIS), n_tasks)
     t_start = np.asarray([w.starts[t] for t in heads], dtype=np.int64)
     duration = np.maximum(np.asarray([w.ends[t] for t in heads], dtype=np.int64) - t_start, 0)
     task_shares = np.divide(totals, duration[:, None].astype(np.float64),
@@ -111,7 +117,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     sections = Sections(
         task, seq, _pick(span_ids, row, is_gap, None), _pick(names, row, is_gap, "(gap)"),
         _pick(stage, row, is_gap, None), start, end, sec_cls, sec_conf, sec_shares,
-        SectionEvidence(spans, np.where(is_gap, -1, span), notes))
+        SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis)
 
     # the evidence: the spans holding each task's path longest, in words
     tops = _longest_held(task, span, end - start, n_tasks)
@@ -121,6 +127,10 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     bounds_of_task = firsts.tolist() + [len(task)]
     share_rows, conf_l = task_shares.tolist(), task_conf.tolist()
     verdict_l, orch_l = verdicts.tolist(), orchestration.tolist()
+    measured_l = np.divide(measured, weight, out=np.zeros(n_tasks), where=weight > 0).tolist()
+    orphan = np.asarray(inp.orphan, dtype=bool) if n else np.zeros(0, dtype=bool)
+    orphans_of_trace = np.bincount(trace_no - trace_no[0], orphan, len(bounds)).astype(
+        np.int64).tolist() if n else []
     durations, starts = duration.tolist(), t_start.tolist()
     tasks = []
     at = 0
@@ -142,8 +152,10 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
             trace_id, names[root], inp.lane[root], inp.service[root], starts[t], dur,
             CLASSES[verdict_l[t]], conf_l[t], ReadOnlyDict(zip(CLASSES, share_rows[t])),
             tuple(evidence),
-            LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace]))
-    return Fleet(tuple(tasks), sections, summarize(tasks))
+            LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace],
+            round(measured_l[t], 4), orphans_of_trace[trace]))
+    orphan_roots = int((orphan & (np.asarray(inp.parent_idx) < 0)).sum()) if n else 0
+    return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots))
 
 
 def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, end: Any,

@@ -35,15 +35,27 @@ from ..vocab import Resource, Stage
 
 GPU, CPU, MEMORY, IO, QUEUE = (Resource.GPU.value, Resource.CPU.value, Resource.MEMORY.value,
                                Resource.IO.value, Resource.QUEUE.value)
-CLASSES = tuple(r.value for r in Resource)  # report order: gpu, cpu, memory, io, queue
+# Time on a critical path that no evidence explains, and no label either: a parent's own time
+# between its children when the span has no resource accounting, a span without a stage, a
+# gap between root spans. Not a resource: shown apart, never counted as measured.
+UNTRACED = "untraced"
+# report order: gpu, cpu, memory, io, queue, then untraced
+CLASSES = tuple(r.value for r in Resource) + (UNTRACED,)
+RESOURCES = CLASSES[:-1]
 _K = {c: i for i, c in enumerate(CLASSES)}
+
+# what a section's class rests on (Sections.basis codes are positions in this tuple):
+# measured evidence (resource accounting, server-reported timings, counters), the span's stage
+# label alone, or nothing (untraced)
+BASES = ("measured", "label", UNTRACED)
+MEASURED_BASIS, LABEL_BASIS, UNTRACED_BASIS = range(3)
 
 # What a stage usually means: the class of a span that has no evidence but its label (an
 # inference's depends on where it was served: see classify), and the verdict from
 # labels alone that the scenarios' baseline scores (there, an inference is a GPU's).
 STAGE_CLASS = {Stage.TASK: CPU, Stage.AGENT: CPU, Stage.QUEUE: QUEUE, Stage.CONTEXT: CPU,
                Stage.INFERENCE: GPU, Stage.TOOL: IO, Stage.ENV: IO, Stage.MEMORY: MEMORY}
-UNKNOWN_STAGE_CLASS = IO
+UNKNOWN_STAGE_CLASS = IO  # the labels-only baseline's guess for a span without a stage
 SELF_TIME_STAGES = (Stage.TASK.value, Stage.AGENT.value)  # their self time is orchestration
 
 BUSY = 0.5  # on-CPU fraction at or above which self time counts as CPU work
@@ -58,14 +70,22 @@ SAID = 0.05  # waiting is mentioned in the words where it is at least this share
 # confidences
 MEASURED, ASSUMED_GPU, ON_A_LOOP, FROM_LABEL, QUEUED_ONLY = 0.8, 0.4, 0.6, 0.3, 0.9
 
-# a gap between a trace's root spans: untraced waiting
-GAP_CLASS = IO
+UNTRACED_CONFIDENCE = 0.0
+UNTRACED_REASON = ("no resource accounting, and no stage that says what it did: untraced time "
+                   "(the span's own time, outside its traced children)")
+
+# a gap between a trace's root spans: untraced
+GAP_CLASS = UNTRACED
 GAP_SHARES = {GAP_CLASS: 1.0}
-GAP_CONFIDENCE = FROM_LABEL
+GAP_CONFIDENCE = UNTRACED_CONFIDENCE
 GAP_REASON = "untraced gap between the trace's root spans"
 
 _STAGES = [s.value for s in Stage]  # stage codes: 1-based positions in this order, 0 for none
-_GUESS_BY_CODE = np.array([_K[UNKNOWN_STAGE_CLASS]] + [_K[STAGE_CLASS[s]] for s in Stage])
+# a span with no accounting: its stage's usual class; a task's or agent's own time (the time
+# between its children) and a span without a stage: untraced
+_UNTRACED_STAGES = (Stage.TASK, Stage.AGENT)
+_GUESS_BY_CODE = np.array([_K[UNTRACED]] + [
+    _K[UNTRACED] if s in _UNTRACED_STAGES else _K[STAGE_CLASS[s]] for s in Stage])
 
 
 def stage_code(stage: Optional[str]) -> int:
@@ -168,6 +188,7 @@ class Classified:
     # its stage gave the whole span
     wait_cls: Any
     rest: Any  # share of the span not queued at the server
+    basis: Any  # what its class rests on: a position in BASES
 
     def __len__(self) -> int:
         return len(self.cls)
@@ -202,9 +223,13 @@ def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: in
     if queued:
         return ", ".join(notes)
     if not measured:
-        stage = _STAGES[code - 1] if code else "unknown"
+        if CLASSES[wait_cls] == UNTRACED:
+            stage = f" ({_STAGES[code - 1]})" if code else ""
+            notes.append(UNTRACED_REASON.replace("the span's own time", "the span's own "
+                                                 f"time{stage}"))
+            return ", ".join(notes)
         notes.append(f"no resource accounting on this span; {CLASSES[wait_cls]} assumed from "
-                     f"its stage '{stage}'")
+                     f"its stage '{_STAGES[code - 1]}'")
         return ", ".join(notes)
     scope = " (event loop, shared with other tasks)" if loop else ""
     notes.append(f"on-CPU {busy:.0%}{scope}")
@@ -308,9 +333,13 @@ def classify(f: Any) -> Classified:
     confidence = np.where(loop & measured & (shares[:, _K[CPU]] > 0.5),
                           np.minimum(confidence, ON_A_LOOP), confidence)
     confidence[unmeasured] = FROM_LABEL
+    untraced = unmeasured & (guess == _K[UNTRACED])
+    confidence[untraced] = UNTRACED_CONFIDENCE
     confidence[queued] = QUEUED_ONLY
+    basis = np.where(measured | queued | (model_s > 0), MEASURED_BASIS,
+                     np.where(untraced, UNTRACED_BASIS, LABEL_BASIS))
     return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
-                      paging, fault_wait, waiting, waited, wait_cls, rest)
+                      paging, fault_wait, waiting, waited, wait_cls, rest, basis)
 
 
 def classify_one(span: Optional[SpanFacts]) -> Verdict:

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from .evidence import CLASSES, GAP_REASON, OFF_CPU_UNEXPLAINED
+from .evidence import BASES, CLASSES, GAP_REASON, OFF_CPU_UNEXPLAINED
 
 
 class Segment(NamedTuple):
@@ -28,6 +28,7 @@ class Segment(NamedTuple):
     shares: dict  # class -> fraction of the section (the non-zero ones)
     confidence: float
     evidence: str
+    basis: str = "measured"  # what its class rests on: measured | label | untraced
 
 
 class TaskResult(NamedTuple):
@@ -46,6 +47,8 @@ class TaskResult(NamedTuple):
     orchestration_ns: int
     duplicates: int
     off_path: int
+    measured_share: float = 1.0  # share of its critical path whose class rests on measurement
+    orphans: int = 0  # its spans whose parent is not in the data
 
 
 class SectionEvidence:
@@ -117,8 +120,9 @@ class Sections:
     end_ns: Any  # int64
     cls: Any  # int64: its class, an index into CLASSES
     confidence: Any  # float64
-    shares: Any  # float64 (n, 5): class shares in CLASSES order
+    shares: Any  # float64 (n, 6): class shares in CLASSES order
     evidence: SectionEvidence  # the words, on demand
+    basis: Any = None  # int64: what its class rests on, a position in BASES (None: measured)
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -133,13 +137,14 @@ class Sections:
         """Sections ``lo`` .. ``hi`` - 1 as :class:`Segment` records."""
         words = self.evidence.texts(lo, hi)
         shares = self.shares[lo:hi]
+        basis = self.basis[lo:hi].tolist() if self.basis is not None else [0] * (hi - lo)
         return [Segment(sid, name, stage, a, b, CLASSES[k],
-                        {c: v for c, v in zip(CLASSES, row) if v}, conf, text)
-                for sid, name, stage, a, b, k, conf, row, text in zip(
+                        {c: v for c, v in zip(CLASSES, row) if v}, conf, text, BASES[bs])
+                for sid, name, stage, a, b, k, conf, row, text, bs in zip(
                     self.span_id[lo:hi].tolist(), self.name[lo:hi].tolist(),
                     self.stage[lo:hi].tolist(), self.start_ns[lo:hi].tolist(),
                     self.end_ns[lo:hi].tolist(), self.cls[lo:hi].tolist(),
-                    self.confidence[lo:hi].tolist(), shares.tolist(), words)]
+                    self.confidence[lo:hi].tolist(), shares.tolist(), words, basis)]
 
 
 class LazySegments(Sequence):
@@ -180,9 +185,17 @@ class Summary:
     gpu: Optional[dict] = None
     input_problems: int = 0
     load: Optional[dict] = None  # what the load did: files_loaded, files_unchanged, ...
+    # share of all critical-path time whose class rests on measured evidence, and the split
+    # {measured, label, untraced} (label: assumed from a span's stage; untraced: no evidence)
+    measured_share: float = 1.0
+    evidence_basis: Optional[dict] = None
+    orphan_spans: int = 0  # spans whose parent is not in the data (a cut or partial trace)
+    orphan_roots: int = 0  # ... of them, those no root of their trace enclosed (walked as roots)
+    spans_off_path: int = 0  # spans the walk left off (outside their parent, not blocking)
 
     def __post_init__(self) -> None:
-        for name in ("bottlenecks", "share_of_critical_path", "lanes", "gpu", "load"):
+        for name in ("bottlenecks", "share_of_critical_path", "lanes", "gpu", "load",
+                     "evidence_basis"):
             object.__setattr__(self, name, frozen(getattr(self, name)))
 
     def to_dict(self) -> dict:
@@ -190,8 +203,12 @@ class Summary:
         out = {"tasks": self.tasks, "bottlenecks": thawed(self.bottlenecks),
                "critical_path_s": self.critical_path_s,
                "share_of_critical_path": thawed(self.share_of_critical_path),
-               "orchestration_share": self.orchestration_share, "lanes": thawed(self.lanes),
-               "spans": self.spans}
+               "orchestration_share": self.orchestration_share,
+               "measured_share": self.measured_share,
+               "evidence_basis": thawed(self.evidence_basis) or {},
+               "lanes": thawed(self.lanes), "spans": self.spans,
+               "orphan_spans": self.orphan_spans, "orphan_roots": self.orphan_roots,
+               "spans_off_path": self.spans_off_path}
         if self.gpu is not None:
             out["gpu"] = thawed(self.gpu)
         out["input_problems"] = self.input_problems

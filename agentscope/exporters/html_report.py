@@ -31,11 +31,12 @@ from typing import Any, Optional
 from .. import metric_names as mn
 from ..analysis import Analysis, iso_time
 from ..analyzers.evidence import CLASSES
+from ..analyzers.verdict import basis_words, guess_warning
 from .views import typical_tasks
 
 SCHEMA = "agentscope.report/v1"
 COLOURS = {"gpu": "#b04fc8", "cpu": "#d9534f", "memory": "#e0a400", "io": "#2a9fd6",
-           "queue": "#4866d4"}
+           "queue": "#4866d4", "untraced": "#9e9e9e"}
 # counters drawn under a timeline: (metric, label, how to scale)
 COUNTERS = ((mn.SYSTEM_CPU_UTILIZATION, "host CPU busy", "share"),
             (mn.SYSTEM_PRESSURE_CPU_SOME, "PSI cpu (runnable, waiting)", "share"),
@@ -141,7 +142,10 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
         "colours": COLOURS,
         "summary": {k: summary[k] for k in ("tasks", "spans", "critical_path_s",
                                             "share_of_critical_path", "bottlenecks",
-                                            "orchestration_share", "lanes")},
+                                            "orchestration_share", "lanes",
+                                            "measured_share", "evidence_basis")},
+        "basis": basis_words(analysis.summary),
+        "warning": guess_warning(analysis.summary),
         "gpu": summary.get("gpu") or {},
         "by_stage": by_stage,
         "by_lane": by_lane,

@@ -27,6 +27,7 @@ OTEL_NAMES = {
     "agentscope_orchestration_seconds": ("agentscope.orchestration", "s"),
     "agentscope_critical_path_stage_seconds": ("agentscope.critical_path.stage", "s"),
     "agentscope_orchestration_ratio": ("agentscope.orchestration.ratio", "1"),
+    "agentscope_critical_path_basis_ratio": ("agentscope.critical_path.basis", "1"),
     "agentscope_gpu_busy_ratio": ("agentscope.gpu.busy", "1"),
     "agentscope_gpu_idle_ratio": ("agentscope.gpu.idle", "1"),
     "agentscope_gpu_idle_attribution_ratio": ("agentscope.gpu.idle.attribution", "1"),

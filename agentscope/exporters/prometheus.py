@@ -81,7 +81,7 @@ ANALYSIS_NAMES = (
     "agentscope_task_duration_seconds_sum", "agentscope_task_duration_seconds_count",
     "agentscope_critical_path_seconds_total", "agentscope_orchestration_seconds_total",
     "agentscope_critical_path_stage_seconds_total", "agentscope_orchestration_ratio",
-    "agentscope_gpu_busy_ratio", "agentscope_gpu_idle_ratio",
+    "agentscope_critical_path_basis_ratio", "agentscope_gpu_busy_ratio", "agentscope_gpu_idle_ratio",
     "agentscope_gpu_idle_attribution_ratio", "agentscope_last_refresh_timestamp_seconds",
     "agentscope_refresh_failures_total")
 
@@ -142,7 +142,12 @@ def analysis_metrics(analysis: Any) -> list:
     share = Gauge("agentscope_orchestration_ratio", "Share of all critical-path time that was "
                   "the agents' own code")
     share.add_metric([], summary.orchestration_share)
-    out = [count, duration, path, orch, stage, share]
+    basis = Gauge("agentscope_critical_path_basis_ratio", "Share of all critical-path time by "
+                  "what its class rests on: measured evidence, a stage label, or nothing "
+                  "(untraced)", labels=["basis"])
+    for key, v in sorted((summary.evidence_basis or {}).items()):
+        basis.add_metric([key], v)
+    out = [count, duration, path, orch, stage, share, basis]
     gpu = summary.gpu
     if gpu:
         busy = Gauge("agentscope_gpu_busy_ratio", "Share of the analysed tasks' time the GPU "

@@ -9,10 +9,12 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analyzers.evidence import CLASSES
+from ..analyzers.verdict import basis_words, guess_warning
 from ..analysis import Analysis
 from .views import bar, path_rows, typical_tasks
 
-COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue"}
+COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue",
+           "untraced": "bright_black"}
 
 
 def _bar(shares: dict, width: int = 20) -> str:
@@ -30,7 +32,9 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
     console.print(f"[bold]{s.tasks} tasks[/], {s.spans} spans, "
                   f"{s.critical_path_s:.3f} s on critical paths; "
                   f"orchestration {s.orchestration_share:.1%} of it")
-    fleet = Table(title="Where the critical-path time went", title_justify="left")
+    _basis(console, s)
+    fleet = Table(title=f"Where the critical-path time went ({basis_words(s)})",
+                  title_justify="left")
     for c in CLASSES:
         fleet.add_column(c, justify="right", style=COLOURS[c])
     fleet.add_column("bottleneck of", justify="left")
@@ -56,6 +60,17 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
     console.print(table)
     console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES))
     _problems(list(analysis.problems), console)
+
+
+def _basis(console: Console, s: Any) -> None:
+    """Partial traces, and a warning when most of the verdicts rest on no measurement."""
+    if s.orphan_spans or s.spans_off_path:
+        console.print(f"{s.orphan_spans} spans whose parent is not in the traces ({s.orphan_roots}"
+                      f" walked as roots); {s.spans_off_path} spans left off the critical paths "
+                      "(outside their parent, or not blocking it)", highlight=False)
+    warning = guess_warning(s)
+    if warning:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
 def featured(tasks: list) -> list:
@@ -146,9 +161,11 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
     """The analysis as Markdown (e.g. for a CI job's summary)."""
     s = analysis.summary
     problems = analysis.problems
+    warning = guess_warning(s)
     lines = [f"## agentscope: {s.tasks} tasks", "",
              f"{s.critical_path_s:.3f} s on critical paths; orchestration "
-             f"{s.orchestration_share:.1%}.", "",
+             f"{s.orchestration_share:.1%}; the classes: {basis_words(s)}.", "",
+             *([f"> **Warning:** {_md(warning)}", ""] if warning else []),
              "| " + " | ".join(CLASSES) + " |", "|" + "---:|" * len(CLASSES),
              "| " + " | ".join(f"{s.share_of_critical_path[c]:.1%}" for c in CLASSES) + " |",
              "", "Bottlenecks: " + (", ".join(f"{n} {c}" for c, n in s.bottlenecks.items())

@@ -16,3 +16,15 @@ def safe_host(host: str) -> str:
 def stem(host: str, pid: int, ms: int) -> str:
     """``<safe host>-<pid>-<ms>``: one writing process's files (``ms``: when it started)."""
     return f"{safe_host(host)}-{pid}-{ms}"
+
+
+# agentscope's own files beside the traces that are not traces: a scenario's labels
+# (agentscope.scenarios writes them; the store passes over them without a word)
+SCENARIO_FILE = "scenario.json"
+TRUTH_PREFIX, TRUTH_SUFFIX = "truth-", ".jsonl"
+
+
+def is_label_file(name: str) -> bool:
+    """Whether ``name`` is one of the scenario label files (``scenario.json``,
+    ``truth-<pid>.jsonl``)."""
+    return name == SCENARIO_FILE or (name.startswith(TRUTH_PREFIX) and name.endswith(TRUTH_SUFFIX))

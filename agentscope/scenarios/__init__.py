@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..formats import naming
 from .truth import Score, score
 
 __all__ = ["GPU_MISSING", "Score", "catalogue", "describe", "record", "run", "score"]
@@ -77,7 +78,7 @@ def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
             "exit_code": code, "agentscope": __version__, "machine": machine(),
             "command": f"agentscope scenarios run {name} --out {out} --tasks {tasks} "
                        f"--load {load}"}
-    runs = out / "scenario.json"
+    runs = out / naming.SCENARIO_FILE
     previous: list = []
     if runs.exists():
         try:

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..analyzers.evidence import CLASSES, STAGE_CLASS, UNKNOWN_STAGE_CLASS
+from ..formats import naming
 
-TRUTH_PREFIX = "truth-"
+TRUTH_PREFIX = naming.TRUTH_PREFIX  # the label files are named once (formats/naming.py)
 
 
 class Recorder:

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from ..formats import compressed, importers, samplefile, spanfile
+from ..formats import compressed, importers, naming, samplefile, spanfile
 from . import otlp
 
 HEAD_BYTES = importers.HEAD_BYTES
@@ -41,8 +41,17 @@ class Source:
 
 @dataclasses.dataclass(frozen=True)
 class Skipped:
+    """A file that is not loaded, and why. ``quiet``: one that is plainly not a trace (a
+    document, agentscope's own scenario labels): ``check`` lists it, ``analyze`` does not warn."""
+
     rel: str
     reason: str
+    quiet: bool = False
+
+
+# documents that live beside traces (named by ``check``, not warned about by ``analyze``)
+DOCUMENT_SUFFIXES = (".md", ".txt", ".rst", ".html", ".pdf", ".png", ".svg")
+DOCUMENT_NAMES = ("LICENSE", "NOTICE", "README", "COPYING")
 
 
 def capture_kind(name: str) -> Optional[str]:
@@ -82,9 +91,14 @@ def _classify(files: list, root: Path) -> tuple:
     found, skipped = [], []
     for path in files:
         rel = str(path.relative_to(root))
+        if naming.is_label_file(path.name):
+            skipped.append(Skipped(rel, "agentscope scenario labels, not traces", True))
+            continue
         fmt, kind, reason = detect(path)
         if fmt is None:
-            skipped.append(Skipped(rel, reason))
+            quiet = path.suffix.lower() in DOCUMENT_SUFFIXES or path.name in DOCUMENT_NAMES
+            skipped.append(Skipped(rel, "a document, not traces" if quiet and reason == UNKNOWN
+                                   else reason, quiet))
         else:
             found.append(Source(path, rel, fmt, kind))
     return found, skipped

@@ -125,8 +125,9 @@ class Loader:
                           span_file_ids)
             if progress:
                 progress(size)
-        if span_file_ids:
-            self._x(sql("stages_from_conventions.sql"), {"file_ids": span_file_ids})
+        if span_file_ids:  # stages from conventions: the rules of semconv.STAGE_RULES
+            from ..semconv import stage_sql
+            self._x(stage_sql(sql("stages_from_conventions.sql")), {"file_ids": span_file_ids})
         return report
 
     def _account(self, report: LoadReport, src: Source, file_id: int, added: int, dups: int,

@@ -64,8 +64,9 @@
   document.getElementById("meta").textContent =
     S.tasks + " tasks, " + S.spans + " spans, " + secs(S.critical_path_s) +
     " on critical paths; orchestration " + pct(S.orchestration_share || 0) + " of it" +
+    "; the classes: " + D.basis +
     (D.problem_count ? "; " + D.problem_count + " input problems (the rest was analysed)" : "") +
-    ". Generated " + D.generated + ".";
+    ". Generated " + D.generated + "." + (D.warning ? " Warning: " + D.warning + "." : "");
 
   // ---- fleet --------------------------------------------------------------------------------
   function fleet() {

@@ -24,7 +24,8 @@ def hex_id(raw: Any, nbytes: int) -> Optional[str]:
     """A lowercase hex id of ``nbytes`` bytes for a foreign id, the same for the same input.
 
     * hex of the right length: lowercased; shorter hex (Jaeger drops leading zeros): padded;
-    * an integer, or a decimal string of one (any-agent): its hex, padded;
+    * an integer (any-agent writes its ids as JSON integers): its hex, padded; a string of
+      digits is hex when it fits (ids are hex on the wire), decimal only when it is too long;
     * a UUID (Langfuse): its 32 hex digits for a trace id;
     * anything else (longer hex, a UUID as a span id, free text): a hash of it.
     ``None`` for a missing or empty id, and for the all-zero id (invalid in OpenTelemetry).

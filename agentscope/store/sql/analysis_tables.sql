@@ -11,11 +11,13 @@ CREATE OR REPLACE TABLE task_results (
     duration_ns     BIGINT,
     bottleneck      VARCHAR,
     confidence      DOUBLE,
+    measured_share  DOUBLE,
     share_gpu       DOUBLE,
     share_cpu       DOUBLE,
     share_memory    DOUBLE,
     share_io        DOUBLE,
     share_queue     DOUBLE,
+    share_untraced  DOUBLE,
     orchestration_ns BIGINT,
     spans           INTEGER,
     evidence        JSON
@@ -30,21 +32,24 @@ CREATE OR REPLACE TABLE cp_sections (
     end_ns      BIGINT,
     class       VARCHAR,
     confidence  DOUBLE,
+    basis       VARCHAR,
     share_gpu   DOUBLE,
     share_cpu   DOUBLE,
     share_memory DOUBLE,
     share_io    DOUBLE,
-    share_queue DOUBLE
+    share_queue DOUBLE,
+    share_untraced DOUBLE
 );
 CREATE OR REPLACE VIEW tasks AS
     SELECT trace_id, name, lane, service, make_timestamp(start_ns // 1000) AS start,
-           duration_ns / 1e9 AS duration_s, bottleneck, confidence,
-           share_gpu, share_cpu, share_memory, share_io, share_queue,
+           duration_ns / 1e9 AS duration_s, bottleneck, confidence, measured_share,
+           share_gpu, share_cpu, share_memory, share_io, share_queue, share_untraced,
            orchestration_ns / 1e9 AS orchestration_s, spans, evidence
     FROM task_results;
 CREATE OR REPLACE VIEW critical_path AS
     SELECT c.trace_id, c.seq, c.span_id, c.name, c.stage,
            (c.start_ns - t.start_ns) / 1e9 AS start_s, (c.end_ns - t.start_ns) / 1e9 AS end_s,
-           (c.end_ns - c.start_ns) / 1e9 AS duration_s, c.class, c.confidence,
-           c.share_gpu, c.share_cpu, c.share_memory, c.share_io, c.share_queue
+           (c.end_ns - c.start_ns) / 1e9 AS duration_s, c.class, c.confidence, c.basis,
+           c.share_gpu, c.share_cpu, c.share_memory, c.share_io, c.share_queue,
+           c.share_untraced
     FROM cp_sections c JOIN task_results t USING (trace_id);

@@ -32,7 +32,9 @@ typed AS (
     -- accounting attributes (read into columns) apart from the rest (kept as JSON); the
     -- accounting lookups below then scan a few entries, not every attribute
     SELECT *,
-        list_filter(all_attributes, lambda a: NOT list_contains({accounting}, a.key)) AS kept,
+        -- (agentscope.analysis.* are verdicts `agentscope export otlp` derived: not input)
+        list_filter(all_attributes, lambda a: NOT list_contains({accounting}, a.key)
+                    AND NOT starts_with(a.key, 'agentscope.analysis.')) AS kept,
         list_filter(all_attributes, lambda a: list_contains({accounting}, a.key))
             AS attributes,
         list_filter(all_attributes, lambda a: a.key = 'agentscope.stage')[1].value.stringValue
