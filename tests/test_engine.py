@@ -63,12 +63,27 @@ def _compare(directory):
             assert a.shares[c] == pytest.approx(b.shares[c], abs=1e-9)
         assert a.evidence == b.evidence
         assert a.orchestration_ns == b.orchestration_ns
-        assert [(s.span_id, s.start_ns, s.end_ns, s.cls, s.evidence) for s in a.segments] == \
-               [(s.span_id, s.start_ns, s.end_ns, s.cls, s.evidence) for s in b.segments]
+        assert a.measured_share == b.measured_share
+        assert [(s.span_id, s.start_ns, s.end_ns, s.cls, s.evidence, s.basis)
+                for s in a.segments] == \
+               [(s.span_id, s.start_ns, s.end_ns, s.cls, s.evidence, s.basis)
+                for s in b.segments]
+    return fast
 
 
 def test_engine_matches_reference_on_sample_traces():
     _compare(REPO / "sample_traces")
+
+
+def test_engine_matches_reference_on_foreign_traces_with_orphans_and_untraced_time(tmp_path):
+    import shutil
+
+    for sub in ("langfuse_framework_traces", "any_agent", "jaeger_ui_genai"):
+        shutil.copytree(REPO / "tests" / "corpus" / "agent_traces" / sub, tmp_path / sub)
+    tasks = _compare(tmp_path)
+    bases = {s.basis for t in tasks for s in t.segments}
+    assert bases == {"label", "untraced"}  # nothing measured in them; both kinds present
+    assert any(t.bottleneck == "untraced" for t in tasks)
 
 
 def test_engine_matches_reference_on_generated_traces(tmp_path):

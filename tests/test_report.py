@@ -323,7 +323,7 @@ def test_report_of_an_empty_directory_says_why(tmp_path):
     out = tmp_path / "r.html"
     result = CliRunner().invoke(main, ["report", str(tmp_path), "--html", str(out)])
     assert result.exit_code == 0
-    assert "no capture files" in result.output  # stderr, mixed in by CliRunner
+    assert "no trace files" in result.output  # stderr, mixed in by CliRunner
     data = _data_of(out.read_text())
     assert data["tasks"] == [] and data["timelines"] == {}
 

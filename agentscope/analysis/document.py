@@ -34,6 +34,7 @@ def document(analysis: Any) -> dict:
         "summary": analysis.summary.to_dict(),
         "problems": [{"file": p.path, "line": p.line, "span_id": p.span_id, "reason": p.reason,
                       "torn": p.torn} for p in analysis.problems],
+        "warnings": list(analysis.warnings),
     }
 
 

@@ -75,7 +75,9 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     sec_shares[is_gap] = _GAP_SHARES
     stage = np.asarray(inp.stage, dtype=object)
     orchestrates = np.isin(stage, SELF_TIME_STAGES)
-    sec_orch = ~is_gap & (orchestrates[row] if n else False)
+    # the agents' own code: a task's or agent's own time, where measured (unmeasured, it is
+    # untraced: nothing says the agent was computing rather than waiting for something)
+    sec_orch = ~is_gap & (orchestrates[row] if n else False) & (sec_basis == MEASURED_BASIS)
 
     # 3. the counters over each section (host, GPU, model server), where there are any
     notes = None

@@ -21,8 +21,8 @@ import numpy as np
 
 from .counters import METRICS
 from .critical_path import _descend_flat, _over_roots, unique_spans
-from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES,
-                       SELF_TIME_STAGES, Facts, classify)
+from .evidence import (BASES, CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES,
+                       MEASURED_BASIS, SELF_TIME_STAGES, UNTRACED_BASIS, Facts, classify)
 from .results import Segment, TaskResult
 from .verdict import (EVIDENCE_SPANS, NO_CLASS, bottlenecks, evidence_line, span_label,
                       task_confidence)
@@ -185,13 +185,15 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
         if idx >= 0:
             span = spans[idx]
             v = classified.verdict(idx)
+            basis = int(classified.basis[idx])
             segments.append(Segment(span.span_id, span.name, span.stage, start, end, v.cls,
-                                    v.shares, v.confidence, v.reason))
-            if span.stage in SELF_TIME_STAGES:
+                                    v.shares, v.confidence, v.reason, BASES[basis]))
+            if span.stage in SELF_TIME_STAGES and basis == MEASURED_BASIS:
                 orchestration += end - start
         else:
             segments.append(Segment(None, "(gap)", None, start, end, GAP_CLASS,
-                                    dict(GAP_SHARES), GAP_CONFIDENCE, GAP_REASON))
+                                    dict(GAP_SHARES), GAP_CONFIDENCE, GAP_REASON,
+                                    BASES[UNTRACED_BASIS]))
         seg = segments[-1]
         for cls, frac in seg.shares.items():
             totals[cls] += frac * (end - start)
@@ -211,7 +213,9 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
     return TaskResult(
         trace_id, task.name, lanes.get(task.span_id), services.get(task.span_id), w.start,
         duration, bottleneck, confidence, shares, tuple(_evidence(segments, duration)), segments,
-        len(spans), orchestration, w.duplicates, w.off_path)
+        len(spans), orchestration, w.duplicates, w.off_path,
+        round(sum(x.end_ns - x.start_ns for x in segments if x.basis == "measured")
+              / sum(x.end_ns - x.start_ns for x in segments), 4) if duration > 0 else 0.0)
 
 
 def _evidence(segments: list, duration: int) -> list:

@@ -123,7 +123,8 @@ def guess_warning(summary: Any) -> "str | None":
     """The warning every output gives when most critical-path time rests on no measurement."""
     if not summary.tasks or summary.measured_share >= GUESSED:
         return None
+    b = summary.evidence_basis or {}
     return (f"only {summary.measured_share:.0%} of the critical-path time rests on measured "
-            f"evidence ({basis_words(summary)}): the verdicts are mostly assumed from stage "
-            "labels or untraced. Record resource accounting with agentscope (decorators, or "
-            "`agentscope run`) to measure them")
+            f"evidence ({b.get('label', 0.0):.0%} on stage labels, {b.get('untraced', 0.0):.0%} "
+            "untraced): the verdicts are mostly assumed. Record resource accounting with "
+            "agentscope (its decorators, or `agentscope run`) to measure them")

@@ -63,14 +63,12 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
 
 
 def _basis(console: Console, s: Any) -> None:
-    """Partial traces, and a warning when most of the verdicts rest on no measurement."""
+    """Partial traces (the warning when most verdicts rest on no measurement is one of the
+    analysis' warnings, which the CLI prints to stderr)."""
     if s.orphan_spans or s.spans_off_path:
         console.print(f"{s.orphan_spans} spans whose parent is not in the traces ({s.orphan_roots}"
                       f" walked as roots); {s.spans_off_path} spans left off the critical paths "
                       "(outside their parent, or not blocking it)", highlight=False)
-    warning = guess_warning(s)
-    if warning:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
 def featured(tasks: list) -> list:
