@@ -152,15 +152,20 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
               help="The Pushgateway job to push under (replaces that job's metrics).")
 def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
             push_gateway: "str | None", push_job: str) -> None:
-    """Load TRACE_DIR into the store and name what limited each task.
+    """Load SOURCE (a trace directory or one trace file) and name what limited each task.
 
     For every task (trace): its critical path, each section classified as gpu, cpu, memory,
-    io or queue from measured evidence, the task's shares and bottleneck with a confidence,
-    and a fleet summary. Files loaded before are skipped; new lines of growing files are added.
+    io or queue from measured evidence (from a stage label where nothing was measured, or
+    untraced where not even that says what the time was; the summary says how much of each),
+    the task's shares and bottleneck with a confidence, and a fleet summary. Reads agentscope's
+    own files and the traces other tools write, found by content: OTLP JSON/protobuf, Jaeger,
+    Langfuse, any-agent, Phoenix, TraceLab; gzip/zstd of any (docs/file-formats.md). Files
+    loaded before are skipped; new lines of growing files are added.
 
     \b
     Examples:
         agentscope analyze traces/
+        agentscope analyze langfuse-export.trace.json
         agentscope analyze traces/ --format json > report.json
         agentscope analyze traces/ --format markdown >> $GITHUB_STEP_SUMMARY
         agentscope analyze traces/ --push-gateway http://localhost:9091
@@ -206,7 +211,7 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
               help="Tasks that get a timeline (every span): all when there are no more; else "
                    "the most typical of each bottleneck class, then the slowest.")
 def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> None:
-    """Write a self-contained HTML report of TRACE_DIR (no network needed to view it).
+    """Write a self-contained HTML report of SOURCE (no network needed to view it).
 
     Fleet views (where the critical-path time went, by stage and lane; latency by bottleneck
     class; the tasks that lost most to each class), a table of every task that sorts and
@@ -236,9 +241,9 @@ def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> 
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)
 def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
-    """Run read-only SQL over the store of TRACE_DIR.
+    """Run read-only SQL over the store of SOURCE.
 
-    Tables: spans, samples; views: tasks, critical_path (TRACE_DIR is loaded and analysed
+    Tables: spans, samples; views: tasks, critical_path (SOURCE is loaded and analysed
     first, so they are current).
 
     \b
@@ -398,14 +403,59 @@ def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: fl
         _fail(str(e))
 
 
+@main.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
+              help="Trace directory to write the received spans into.")
+@click.option("--address", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0: every interface).")
+@click.option("--port", type=click.IntRange(0, 65535), default=4318, show_default=True,
+              help="OTLP/HTTP port (0: any free port).")
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=None,
+              help="Also take OTLP/gRPC on this port (usually 4317; needs grpcio).")
+@click.option("--max-body", type=click.IntRange(min=1), default=16 << 20, show_default=True,
+              help="Largest request accepted, in bytes (as sent, and decompressed).")
+def receive(out: str, address: str, port: int, grpc_port: "int | None", max_body: int) -> None:
+    """Receive OTLP traces (what OpenTelemetry exporters send) into span files in OUT.
+
+    Takes POST /v1/traces (protobuf or JSON, gzip or not) and, with --grpc-port, OTLP/gRPC.
+    A request is answered only once its spans are written and fsync'ed to
+    OUT/spans-<host>-<pid>-<ms>.jsonl: an acknowledged span is never lost. Stops on Ctrl-C or
+    SIGTERM. Details: docs/otlp.md.
+
+    \b
+    Examples:
+        agentscope receive --out traces/
+        OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python my_agent.py
+        agentscope analyze traces/
+    """
+    from .collectors import receiver as rx
+
+    def ready(r) -> None:
+        grpc = f" and OTLP/gRPC on {r.address}:{r.grpc_port}" if r.grpc_port is not None else ""
+        _say(f"agentscope: receiving OTLP traces on {r.url}{grpc}, writing into {out} "
+             "(Ctrl-C or SIGTERM to stop)")
+
+    try:
+        r = rx.serve(out, address=address, port=port, grpc_port=grpc_port, max_body=max_body,
+                     ready=ready)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    except OSError as e:
+        _fail(f"cannot receive on {address}:{port}: {e.strerror or e}")
+    _say(f"agentscope: {r.spans_accepted} spans received in {r.requests} requests "
+         f"({r.spans_rejected} rejected, {r.bad_requests} bad requests); files: "
+         f"{', '.join(str(p) for p in r.file.paths) or 'none'}")
+
+
 @main.group()
 def export() -> None:
-    """Export for other tools: Grafana dashboards, OTLP metrics.
+    """Export for other tools: Grafana dashboards, OTLP metrics, OTLP traces with verdicts.
 
     \b
     Examples:
         agentscope export grafana --out grafana/
         agentscope export otlp-metrics traces/ --endpoint http://localhost:4318/v1/metrics
+        agentscope export otlp traces/ --out spans.otlp.jsonl.gz
     """
 
 
@@ -436,7 +486,7 @@ def export_grafana(out: str) -> None:
 @_db_option
 def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
                         db: "str | None") -> None:
-    """Analyse TRACE_DIR and send its metrics once over OTLP/HTTP (protobuf).
+    """Analyse SOURCE and send its metrics once over OTLP/HTTP (protobuf).
 
     The same values as `agentscope serve`, under OpenTelemetry names (agentscope.tasks,
     agentscope.task.duration, agentscope.critical_path, system.cpu.utilization, ...)."""
@@ -475,7 +525,7 @@ def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
               help="Spans per request (per line) at most.")
 def export_otlp(trace_dir: str, out: "str | None", endpoint: "str | None", headers: tuple,
                 db: "str | None", batch: int) -> None:
-    """Analyse TRACE_DIR and write every span as OTLP/JSON traces, the analysis on them.
+    """Analyse SOURCE and write every span as OTLP/JSON traces, the analysis on them.
 
     Each span as stored (attributes, events, links, status, the resource accounting as
     agentscope.* attributes), plus agentscope.analysis.* attributes: on the spans of a

@@ -5,7 +5,9 @@
 * :mod:`.html_report`: the self-contained HTML report (``agentscope report``);
 * :mod:`.prometheus`: the analysis and the latest counters as Prometheus metrics
   (``agentscope serve``, ``analyze --push-gateway``); :mod:`.otlp_metrics`: the same over
-  OTLP/HTTP; :mod:`.grafana`: dashboards over them.
+  OTLP/HTTP; :mod:`.grafana`: dashboards over them;
+* :mod:`.otlp_traces`: every stored span as OTLP traces, with the verdicts as
+  ``agentscope.analysis.*`` attributes (``agentscope export otlp``).
 
 They read the analysis (and, through its methods, the spans and counters of its store); they
 never hold a store connection. The JSON report is the analysis' own

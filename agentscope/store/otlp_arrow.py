@@ -15,7 +15,9 @@ from .. import semconv
 from ..formats.spanfile import MIN_EPOCH_NS
 from .schema import SPAN_COLUMNS, sql
 
-_NOT_FLAT = (b'"arrayValue"', b'"kvlistValue"')
+# what the fast path does not read: these values, and snake_case field names (the Python
+# reader takes both spellings)
+_NOT_FLAT = (b'"arrayValue"', b'"kvlistValue"', b'"resource_spans"')
 
 
 def _schema() -> Any:
