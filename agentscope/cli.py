@@ -38,6 +38,17 @@ def _db_option(f):
              "for a single file].")(f)
 
 
+def _headers(headers: tuple) -> dict:
+    """``--header KEY=VALUE`` options as a dict (a usage error for one without ``=``)."""
+    extra = {}
+    for h in headers:
+        key, sep, value = h.partition("=")
+        if not sep:
+            raise click.UsageError(f"--header wants KEY=VALUE, not {h!r}")
+        extra[key.strip()] = value.strip()
+    return extra
+
+
 class _ProgressBar:
     """A progress bar on stderr while a long load reads its files (over 32 MB, and only when
     stderr is a terminal): the ``progress`` callback of :func:`agentscope.analysis.analyze`."""
@@ -492,12 +503,7 @@ def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
     agentscope.task.duration, agentscope.critical_path, system.cpu.utilization, ...)."""
     from .exporters.otlp_metrics import default_endpoint, export as export_metrics
 
-    extra = {}
-    for h in headers:
-        key, sep, value = h.partition("=")
-        if not sep:
-            raise click.UsageError(f"--header wants KEY=VALUE, not {h!r}")
-        extra[key.strip()] = value.strip()
+    extra = _headers(headers)
     analysis = _analysis(trace_dir, db)
     endpoint = endpoint or default_endpoint()
     try:
@@ -546,12 +552,7 @@ def export_otlp(trace_dir: str, out: "str | None", endpoint: "str | None", heade
         raise click.UsageError("give one of --out FILE or --endpoint URL")
     if headers and endpoint is None:
         raise click.UsageError("--header goes with --endpoint")
-    extra = {}
-    for h in headers:
-        key, sep, value = h.partition("=")
-        if not sep:
-            raise click.UsageError(f"--header wants KEY=VALUE, not {h!r}")
-        extra[key.strip()] = value.strip()
+    extra = _headers(headers)
     analysis = _analysis(trace_dir, db)
     try:
         if out is not None:
