@@ -13,6 +13,7 @@ import sys
 import click
 
 from ._version import __version__
+from .collectors.receiver import MAX_BODY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -423,7 +424,8 @@ def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: fl
               help="OTLP/HTTP port (0: any free port).")
 @click.option("--grpc-port", type=click.IntRange(0, 65535), default=None,
               help="Also take OTLP/gRPC on this port (usually 4317; needs grpcio).")
-@click.option("--max-body", type=click.IntRange(min=1), default=16 << 20, show_default=True,
+@click.option("--max-body", type=click.IntRange(min=1), default=MAX_BODY,
+              show_default=True,
               help="Largest request accepted, in bytes (as sent, and decompressed).")
 def receive(out: str, address: str, port: int, grpc_port: "int | None", max_body: int) -> None:
     """Receive OTLP traces (what OpenTelemetry exporters send) into span files in OUT.

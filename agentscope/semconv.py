@@ -25,6 +25,9 @@ SYSTEM_CPU = "agentscope.cpu.thread_system_ns"
 # runnable, not waiting on I/O
 CHILD_IVCSW = "agentscope.children.ctx_switches.involuntary"
 CHILD_VCSW = "agentscope.children.ctx_switches.voluntary"
+# the analysis written onto exported spans (`agentscope export otlp`): derived, not input, so
+# every reader drops attributes under this prefix
+ANALYSIS_PREFIX = "agentscope.analysis."
 
 # The resource-accounting attributes. In our own span files these are columns (see
 # agentscope.formats.spanfile); on the OpenTelemetry wire (SDK mode, OTLP) they are attributes.

@@ -51,12 +51,11 @@ def check(source: "str | os.PathLike[str]") -> CheckResult:
         dict(sorted(stages.items(), key=lambda kv: -kv[1])), result.duplicates,
         _latest(result.samples, mn.AGENTSCOPE_CAPTURE_SPANS_DROPPED), tuple(result.problems),
         dict(Counter(f.kind for f in result.files)),
-        tuple((s.rel, s.reason) for s in result.skipped))
+        tuple((s.rel, s.reason) for s in result.skipped if not s.broken))
 
 
 def _convention_stage(span) -> "str | None":
-    stage_for = getattr(semconv, "stage_for", None)
-    return stage_for(span.attrs, span.kind) if stage_for else None
+    return semconv.stage_for(span.attrs, span.kind)
 
 
 def _latest(samples: list, metric: str) -> float:

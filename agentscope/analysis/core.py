@@ -104,7 +104,7 @@ def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
     guessed = guess_warning(summary)
     if guessed:
         warnings.append(guessed)
-    loud = [s for s in load.skipped if not s.quiet]
+    loud = [s for s in load.skipped if not s.quiet and not s.broken]  # broken: a problem
     if loud:
         named = ", ".join(f"{s.rel} ({s.reason})" for s in loud[:SKIPPED_NAMED])
         more = len(loud) - SKIPPED_NAMED

@@ -82,13 +82,15 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     # 3. the counters over each section (host, GPU, model server), where there are any
     notes = None
     if counters is not None and inp.with_counters and len(span):
+        before = sec_shares
         sec_shares, sec_conf, notes = _with_counters(inp, counters, row, is_gap, start, end,
                                                      sec_shares, sec_conf, sec_orch, stage)
         if notes is not None:
             sec_cls = np.where(is_gap, _GAP, np.argmax(sec_shares, axis=1))
-            # where the counters said something over a section, its class rests on them
-            said = np.asarray([bool(x) for x in notes.tolist()], dtype=bool)
-            sec_basis = np.where(said & ~is_gap, MEASURED_BASIS, sec_basis)
+            # where the counters moved a section's time to another class, that class rests on
+            # them (a note alone, such as "host not saturated", leaves the basis as it was)
+            moved = np.any(np.abs(sec_shares - before) > 1e-9, axis=1)
+            sec_basis = np.where(moved & ~is_gap, MEASURED_BASIS, sec_basis)
 
     # 4. per task: shares, bottleneck, confidence
     length = (end - start).astype(np.float64)
@@ -155,7 +157,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
             CLASSES[verdict_l[t]], conf_l[t], ReadOnlyDict(zip(CLASSES, share_rows[t])),
             tuple(evidence),
             LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace],
-            round(measured_l[t], 4), orphans_of_trace[trace]))
+            round(measured_l[t], 4), orphans_of_trace[trace], span_ids[root]))
     orphan_roots = int((orphan & (np.asarray(inp.parent_idx) < 0)).sum()) if n else 0
     return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots))
 

@@ -336,7 +336,10 @@ def classify(f: Any) -> Classified:
     untraced = unmeasured & (guess == _K[UNTRACED])
     confidence[untraced] = UNTRACED_CONFIDENCE
     confidence[queued] = QUEUED_ONLY
-    basis = np.where(measured | queued | (model_s > 0), MEASURED_BASIS,
+    # measured: accounting, or the server's own timings; an accelerator only assumed (an
+    # inference waiting on a local server, no timing): its class rests on the label
+    assumed = gpu_wait & ~(model_s > 0)
+    basis = np.where((measured & ~assumed) | queued | (model_s > 0), MEASURED_BASIS,
                      np.where(untraced, UNTRACED_BASIS, LABEL_BASIS))
     return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
                       paging, fault_wait, waiting, waited, wait_cls, rest, basis)

@@ -215,7 +215,8 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
         duration, bottleneck, confidence, shares, tuple(_evidence(segments, duration)), segments,
         len(spans), orchestration, w.duplicates, w.off_path,
         round(sum(x.end_ns - x.start_ns for x in segments if x.basis == "measured")
-              / sum(x.end_ns - x.start_ns for x in segments), 4) if duration > 0 else 0.0)
+              / sum(x.end_ns - x.start_ns for x in segments), 4) if duration > 0 else 0.0,
+        0, task.span_id)
 
 
 def _evidence(segments: list, duration: int) -> list:

@@ -49,6 +49,7 @@ class TaskResult(NamedTuple):
     off_path: int
     measured_share: float = 1.0  # share of its critical path whose class rests on measurement
     orphans: int = 0  # its spans whose parent is not in the data
+    root_span_id: Optional[str] = None  # the span the task is named after (its root)
 
 
 class SectionEvidence:

@@ -16,8 +16,9 @@ instrumentation set it (a stage derived from conventions is derived again on imp
 OTLP reader drops on import, so that export then import gives the same ``spans`` table:
 
 * on each span holding part of its task's critical path: ``critical_path_s``, ``class`` (and
-  ``classes`` when its sections have several), ``class_from`` (``measured`` | ``assumed`` |
-  ``label``), ``class_confidence``, ``evidence``;
+  ``classes`` when its sections have several), ``class_from`` (what the class rests on:
+  ``measured`` | ``label`` | ``untraced``, the section's basis), ``class_confidence``,
+  ``evidence``;
 * on each task's root span: ``bottleneck``, ``confidence``, ``share.<class>`` per class,
   ``task_evidence``.
 """
@@ -35,10 +36,12 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from .. import semconv
-from ..analyzers.evidence import ASSUMED_GPU, CLASSES, FROM_LABEL
+import numpy as np
 
-PREFIX = "agentscope.analysis."  # the analysis' attributes (dropped again on import)
+from .. import semconv
+from ..analyzers.evidence import BASES, CLASSES
+
+PREFIX = semconv.ANALYSIS_PREFIX  # the analysis' attributes (dropped again on import)
 DEFAULT_BATCH = 1000  # spans per request at most
 PAGE_SPANS = 20_000  # spans read from the store per query (about)
 TIMEOUT_S = 30.0  # per POST
@@ -55,18 +58,6 @@ SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "kind", "start_
 SPANS_PAGE_SQL = ("SELECT " + ", ".join(SPAN_COLUMNS) + " FROM spans {after} "
                   "ORDER BY trace_id, span_id LIMIT {limit}")
 AFTER_SQL = "WHERE trace_id > '{t}' OR (trace_id = '{t}' AND span_id > '{s}')"
-# each trace's task root, as the analysis picks it (analyzers/engine.py): among the spans with
-# no parent in the trace, the first with stage 'task', else the first by (start_ns, span_id)
-TASK_ROOTS_SQL = """
-SELECT s.trace_id, s.span_id
-FROM spans s
-LEFT JOIN spans p ON p.trace_id = s.trace_id AND p.span_id = s.parent_span_id
-                 AND p.span_id <> s.span_id
-WHERE p.span_id IS NULL
-QUALIFY row_number() OVER (PARTITION BY s.trace_id
-                           ORDER BY s.stage IS NOT DISTINCT FROM 'task' DESC,
-                                    s.start_ns, s.span_id) = 1
-"""
 
 
 class Exported(NamedTuple):
@@ -195,18 +186,6 @@ def protobuf(req: dict) -> bytes:
 
 
 # ---- the analysis as attributes --------------------------------------------------------------
-def class_from(confidence: float) -> str:
-    """Whether a section's class was ``measured``, ``assumed`` (an inference's accelerator,
-    with no server timing or device counters) or taken from its stage's ``label`` alone (no
-    resource accounting), read from its confidence (analyzers/evidence.py; counters over a
-    section only raise it)."""
-    if confidence <= FROM_LABEL + 1e-9:
-        return "label"
-    if confidence <= ASSUMED_GPU + 1e-9:
-        return "assumed"
-    return "measured"
-
-
 def critical_path_attributes(analysis: Any) -> dict:
     """{(trace_id, span_id): attributes} for every span holding part of a critical path: its
     seconds on the path, the class with the most of them (and all of them, most first, when
@@ -230,11 +209,12 @@ def critical_path_attributes(analysis: Any) -> dict:
     longest = [groups[key][2][main][1] for key, main in zip(keys, mains)]
     words = sec.evidence.texts_at(longest) if keys else []
     confidence = sec.confidence.tolist()
+    basis = np.asarray(BASES, dtype=object)[np.asarray(sec.basis, dtype=np.int64)].tolist()
     out = {}
     for key, main, k, text in zip(keys, mains, longest, words):
         total, per_class, _ = groups[key]
         attrs = {PREFIX + "critical_path_s": total / 1e9, PREFIX + "class": main,
-                 PREFIX + "class_from": class_from(confidence[k]),
+                 PREFIX + "class_from": basis[k],
                  PREFIX + "class_confidence": float(confidence[k]),
                  PREFIX + "evidence": text}
         if len(per_class) > 1:
@@ -248,21 +228,16 @@ def task_root_attributes(analysis: Any) -> dict:
     """{(trace_id, span_id): attributes} for each task's root span: the verdict, its
     confidence, the share of the critical path per class and the evidence, one sentence a
     line."""
-    tasks = {t.trace_id: t for t in analysis.task_results}
-    if not tasks:
-        return {}
-    _, rows = analysis.query_rows(TASK_ROOTS_SQL)
     out = {}
-    for trace_id, span_id in rows:
-        t = tasks.get(trace_id)
-        if t is None:
+    for t in analysis.task_results:
+        if t.root_span_id is None:
             continue
         attrs = {PREFIX + "bottleneck": t.bottleneck,
                  PREFIX + "confidence": float(t.confidence)}
         for c in CLASSES:
             attrs[PREFIX + "share." + c] = float(t.shares.get(c, 0.0))
         attrs[PREFIX + "task_evidence"] = "\n".join(t.evidence)
-        out[(trace_id, span_id)] = attrs
+        out[(t.trace_id, t.root_span_id)] = attrs
     return out
 
 

@@ -26,3 +26,16 @@ def iter_lines(path: "str | os.PathLike[str]") -> Iterator[Line]:
             text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if text.strip():
                 yield Line(number, text, terminated)
+
+
+def numbered_lines(complete: bytes, lines_before: int, final: bool = False):
+    """(line number, text) of the non-blank lines of ``complete`` (whole lines), numbered
+    after the ``lines_before`` lines already loaded from the same file; ``final``: the last
+    line counts even without its newline (a file read whole)."""
+    parts = complete.split(b"\n")
+    if not final or not parts[-1].strip():
+        parts = parts[:-1]
+    for number, raw in enumerate(parts, start=lines_before + 1):
+        text = raw.decode("utf-8", errors="replace").strip()
+        if text:
+            yield number, text

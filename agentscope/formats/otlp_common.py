@@ -46,7 +46,7 @@ _NO_ACCOUNTING_ROW = (None,) * len(_ACCOUNTING_COLUMNS)
 _HEX = re.compile(r"[0-9a-fA-F]+\Z")
 _MAX_INT64 = (1 << 63) - 1
 
-DERIVED_PREFIX = "agentscope.analysis."  # verdicts written by `export otlp`: dropped on import
+DERIVED_PREFIX = semconv.ANALYSIS_PREFIX  # verdicts written by `export otlp`: dropped on import
 _is_derived = operator.methodcaller("startswith", DERIVED_PREFIX)
 
 

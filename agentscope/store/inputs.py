@@ -11,6 +11,7 @@ reason, and the callers show it: nothing is passed over in silence.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Optional
@@ -20,6 +21,7 @@ from . import otlp
 
 HEAD_BYTES = importers.HEAD_BYTES
 UNKNOWN = "not a known trace format"
+BROKEN = "cannot read: "
 
 
 @dataclasses.dataclass
@@ -47,6 +49,10 @@ class Skipped:
     rel: str
     reason: str
     quiet: bool = False
+    # a file that could not be read at all (a corrupt or cut compressed file, zstd without
+    # zstandard, no permission): an input problem as well (exit 1), not just passed over
+    broken: bool = False
+    path: Optional[Path] = None
 
 
 # documents that live beside traces (named by ``check``, not warned about by ``analyze``)
@@ -67,12 +73,6 @@ def capture_kind(name: str) -> Optional[str]:
 def hidden(root: Path, path: Path) -> bool:
     """Whether ``path`` is, or is inside, a hidden entry below ``root`` (e.g. .agentscope/)."""
     return any(part.startswith(".") for part in path.relative_to(root).parts)
-
-
-def root_of(source: "str | os.PathLike[str]") -> Path:
-    """The directory that a source's relative paths are relative to (a file's: its folder)."""
-    path = Path(source)
-    return path.parent if path.is_file() else path
 
 
 def find(source: "str | os.PathLike[str]") -> tuple:
@@ -96,12 +96,24 @@ def _classify(files: list, root: Path) -> tuple:
             continue
         fmt, kind, reason = detect(path)
         if fmt is None:
-            quiet = path.suffix.lower() in DOCUMENT_SUFFIXES or path.name in DOCUMENT_NAMES
+            broken = reason.startswith(BROKEN)
+            quiet = not broken and (path.suffix.lower() in DOCUMENT_SUFFIXES
+                                    or path.name in DOCUMENT_NAMES)
             skipped.append(Skipped(rel, "a document, not traces" if quiet and reason == UNKNOWN
-                                   else reason, quiet))
+                                   else reason, quiet, broken, path))
         else:
             found.append(Source(path, rel, fmt, kind))
     return found, skipped
+
+
+def _first_line_is_a_request(head: bytes) -> bool:
+    line, newline, _ = head.lstrip().partition(b"\n")
+    if not newline:
+        return False  # one line (or longer than the head): one document
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def detect(path: Path) -> tuple:
@@ -113,9 +125,9 @@ def detect(path: Path) -> tuple:
     try:
         comp, head = compressed.read_head(path, HEAD_BYTES)
     except compressed.CompressedError as e:
-        return None, None, str(e)
+        return None, None, f"{BROKEN}{e}"
     except OSError as e:
-        return None, None, f"cannot read: {e.strerror or e}"
+        return None, None, f"{BROKEN}{e.strerror or e}"
     if not head.strip():
         return None, comp, "empty file"
     inner = name
@@ -127,7 +139,9 @@ def detect(path: Path) -> tuple:
         if kind:
             return kind, comp, ""
     if otlp.looks_like_otlp(head):
-        if comp is None and not inner.endswith(".json"):
+        # one request per line (read incrementally, as it grows) when the first line is a
+        # whole request; otherwise one document, whatever the file is called
+        if comp is None and _first_line_is_a_request(head):
             return "otlp-lines", None, ""
         return "otlp", comp, ""
     importer = importers.detect(head, inner)

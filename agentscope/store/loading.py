@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -29,7 +30,9 @@ from ..formats.spanfile import MIN_EPOCH_NS
 from ..records import SpanRecord
 from . import otlp_arrow
 from .inputs import Source, find
-from .readers import numbered_lines, otlp_lines, read_whole
+from ..formats.lines import numbered_lines
+from .otlp import otlp_lines
+from .readers import read_whole
 from .schema import SAMPLE_COLUMNS, SPAN_COLUMNS, sql
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
@@ -65,6 +68,11 @@ class LoadReport:
     skipped: list = dataclasses.field(default_factory=list)  # of inputs.Skipped
     formats: dict = dataclasses.field(default_factory=dict)  # format -> files seen
 
+    @property
+    def ignored_files(self) -> list:
+        """Deprecated (until 0.3): the paths of :attr:`skipped`."""
+        return [s.rel for s in self.skipped]
+
 
 def sources(source: "str | os.PathLike[str]") -> tuple:
     """(loadable files, skipped files) of a directory or a single file (store/inputs.py)."""
@@ -86,6 +94,13 @@ class Loader:
         ``found`` is what :func:`sources` returned for it, if the caller already looked."""
         report = LoadReport()
         found, report.skipped = found if found is not None else sources(trace_dir)
+        for s in report.skipped:  # a file that could not be read at all: a problem too
+            if s.broken:
+                problem = TraceFormatError(str(s.path), None, s.reason)
+                self._x("DELETE FROM load_problems WHERE path = ?", [problem.path])
+                self._x("INSERT INTO load_problems VALUES (?, NULL, NULL, ?, false)",
+                        [problem.path, problem.reason])
+                report.problems.append(problem)
         known = {path: (fid, loaded, lines) for fid, path, loaded, lines in self._x(
             "SELECT file_id, path, loaded_bytes, loaded_lines FROM loaded_files")}
         next_id = self._x("SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
@@ -117,7 +132,10 @@ class Loader:
                 pending.extend(self._load_whole_files(fmt, batch, report, progress,
                                                       span_file_ids))
         for src, (file_id, offset, lines_before), size in pending:
-            if not src.incremental:  # read whole again; its spans already stored are skipped
+            if not src.incremental and offset > 0:
+                # a file read whole that changed: what it gave before is replaced (an importer
+                # builds spans from the whole file: a session root spans every round)
+                self._forget(file_id, src)
                 offset, lines_before = 0, 0
             added, dups, used, lines, problems = self._load_file(src, file_id, offset,
                                                                  lines_before, size)
@@ -129,6 +147,13 @@ class Loader:
             from ..semconv import stage_sql
             self._x(stage_sql(sql("stages_from_conventions.sql")), {"file_ids": span_file_ids})
         return report
+
+    def _forget(self, file_id: int, src: Source) -> None:
+        """Drop what a file loaded before: its spans, its problems, its counts."""
+        self._x("DELETE FROM spans WHERE file_id = ?", [file_id])
+        self._x("DELETE FROM samples WHERE file_id = ?", [file_id])
+        self._x("DELETE FROM load_problems WHERE path = ?", [str(src.path)])
+        self._x("UPDATE loaded_files SET records = 0, problems = 0 WHERE file_id = ?", [file_id])
 
     def _account(self, report: LoadReport, src: Source, file_id: int, added: int, dups: int,
                  used: int, lines: int, problems: list, span_file_ids: list) -> None:
@@ -393,12 +418,26 @@ def _struct(columns: dict) -> str:
     return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
 
 
+# a lone UTF-16 surrogate (valid in a JSON string escape, so Python's json accepts one) is not
+# text: DuckDB rejects the JSON that holds one. It becomes U+FFFD, as an invalid byte does.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: "str | None") -> "str | None":
+    return value if value is None or value.isascii() else _SURROGATE.sub("\ufffd", value)
+
+
+def _json(value: object) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
 def _row(r: SpanRecord) -> tuple:
-    events = json.dumps([{"name": e.name, "time_ns": e.time_ns, "attrs": dict(e.attrs)}
-                         for e in r.events], default=str) if r.events else "[]"
-    links = json.dumps([{"trace_id": k.trace_id, "span_id": k.span_id, "attrs": dict(k.attrs)}
-                        for k in r.links], default=str) if r.links else "[]"
-    return (r.trace_id, r.span_id, r.parent_span_id, r.name, r.stage, r.kind, r.start_ns,
-            r.end_ns, r.status, r.status_message, r.service, r.host, r.pid, r.tid,
-            r.thread_cpu_ns, r.child_cpu_ns, r.children, r.vcsw, r.ivcsw, r.minflt, r.majflt,
-            r.child_majflt, json.dumps(dict(r.attrs), default=str), events, links)
+    events = _json([{"name": e.name, "time_ns": e.time_ns, "attrs": dict(e.attrs)}
+                    for e in r.events]) if r.events else "[]"
+    links = _json([{"trace_id": k.trace_id, "span_id": k.span_id, "attrs": dict(k.attrs)}
+                   for k in r.links]) if r.links else "[]"
+    return (r.trace_id, r.span_id, r.parent_span_id, _text(r.name), _text(r.stage), r.kind,
+            r.start_ns, r.end_ns, r.status, _text(r.status_message), _text(r.service),
+            _text(r.host), r.pid, r.tid, r.thread_cpu_ns, r.child_cpu_ns, r.children, r.vcsw,
+            r.ivcsw, r.minflt, r.majflt, r.child_majflt, _json(dict(r.attrs)), events, links)

@@ -13,7 +13,7 @@ import json
 from typing import Iterator
 
 from ..errors import TraceFormatError
-from ..formats.lines import iter_lines
+from ..formats.lines import numbered_lines
 from ..formats.otlp_common import attributes, spans_of_request, value_of
 from ..records import SpanRecord
 
@@ -29,24 +29,54 @@ def read(path: str, errors: list) -> Iterator[SpanRecord]:
     """Spans of an OTLP/JSON file: one request, or one request per line."""
     with open(path, "rb") as f:
         data = f.read()
-    text = data.decode("utf-8", errors="replace")
-    stripped = text.strip()
-    if not stripped:
+    yield from otlp_records(data, path, errors)
+
+
+def otlp_records(data: bytes, path: str, errors: list):
+    """The spans of an OTLP/JSON file's content: one request, or one request per line. A
+    document that is not valid JSON and whose first line is not a complete request either is
+    one problem (a truncated or broken document), not one per line."""
+    text = data.decode("utf-8", errors="replace").strip()
+    if not text:
         return
     try:
-        whole = json.loads(stripped)
-    except ValueError:
-        whole = None
+        whole = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        whole, problem = None, e
     if whole is not None:
         yield from spans_of_request(whole, path, None, errors)
         return
-    for ln in iter_lines(path):
+    if isinstance(problem, RecursionError):
+        errors.append(TraceFormatError(path, None, "nested too deeply to read as JSON; the "
+                                       "document was not loaded"))
+        return
+    first = text.split("\n", 1)[0].strip()
+    try:
+        json.loads(first)
+    except (ValueError, RecursionError):
+        what = "truncated" if problem.pos >= len(text) - 1 else "not valid JSON"
+        errors.append(TraceFormatError(path, problem.lineno, f"{what}: {problem.msg} at line "
+                                       f"{problem.lineno} column {problem.colno}; the document "
+                                       "was not loaded"))
+        return
+    yield from otlp_lines(data, path, 0, errors, final=True)
+
+
+def otlp_lines(complete: bytes, path: str, lines_before: int, errors: list,
+                final: bool = False):
+    numbered = list(numbered_lines(complete, lines_before, final))
+    last = numbered[-1][0] if numbered else -1
+    unterminated = final and not complete.endswith(b"\n")
+    for number, text in numbered:
         try:
-            request = json.loads(ln.text)
-        except ValueError as e:
-            reason = f"not valid JSON ({e.msg} at column {e.colno})"
-            if not ln.terminated:
-                reason = "torn last line; skipped: " + reason
-            errors.append(TraceFormatError(path, ln.number, reason, torn=not ln.terminated))
+            request = json.loads(text)
+        except RecursionError:
+            errors.append(TraceFormatError(path, number, "nested too deeply to read as JSON"))
             continue
-        yield from spans_of_request(request, path, ln.number, errors)
+        except ValueError as e:
+            torn = unterminated and number == last
+            errors.append(TraceFormatError(path, number, ("torn last line; skipped: " if torn
+                                                          else "") + f"not valid JSON ({e.msg} "
+                                           f"at column {e.colno})", torn=torn))
+            continue
+        yield from spans_of_request(request, path, number, errors)

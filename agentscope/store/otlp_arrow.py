@@ -58,7 +58,9 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
     _define_macros(con)
     accounting = "[" + ", ".join(f"'{name}'" for name in
                                  (*semconv.ACCOUNTING_ATTRIBUTES.values(), semconv.STAGE)) + "]"
-    query = sql("otlp_spans.sql").format(accounting=accounting, min_epoch_ns=MIN_EPOCH_NS)
+    derived = "'" + semconv.ANALYSIS_PREFIX.replace("'", "''") + "'"
+    query = sql("otlp_spans.sql").format(accounting=accounting, min_epoch_ns=MIN_EPOCH_NS,
+                                         derived=derived)
     con.register("otlp_arrow", table)
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE otlp_flat AS " + query).fetchall()

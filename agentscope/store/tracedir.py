@@ -61,6 +61,8 @@ def scan(source: "str | os.PathLike[str]",
 
     found, skipped = find(source)
     result = TraceDir([], [], [], [], skipped=list(skipped))
+    result.problems.extend(TraceFormatError(str(s.path), None, s.reason) for s in skipped
+                           if s.broken)
     seen: set = set()
     for src in found:
         path = src.path

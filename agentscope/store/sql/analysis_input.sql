@@ -14,9 +14,11 @@
 -- Children on another thread or process did not use this thread, so they are not netted.
 -- The parent is found once (one join on the string ids); the netting sums group by its idx.
 -- A span whose parent is not in the data (an orphan: the trace was cut, or a service did not
--- export) is adopted by the innermost root span of its trace that encloses it in time, if
--- one does (its missing ancestors ran inside that root, which waited for them); otherwise it
--- is a root itself. Either way it keeps its trace id and service (orphan = 1 marks it).
+-- export) is adopted by the innermost true root (a span with no parent) of its trace that
+-- encloses it in time, if one does (its missing ancestors ran inside that root, which waited
+-- for them); otherwise it is a root itself. Orphans never adopt each other (siblings under
+-- one missing parent ran beside each other, not inside). Either way it keeps its trace id
+-- and service (orphan marks it).
 -- The last six columns (host_code .. child_vcsw) feed the counter rules; the store leaves
 -- them out (SELECT * EXCLUDE) when it has no counter samples to join. host_code is the span's
 -- host as its 1-based position in $hosts (0: none).
@@ -30,18 +32,18 @@ WITH base AS (
 ),
 found AS (
     SELECT c.idx, c.trace_no, c.start_ns, c.end_ns, p.idx AS found_idx,
+           c.parent_span_id IS NULL AS true_root,
            c.parent_span_id IS NOT NULL AND p.idx IS NULL AS orphan
     FROM base c
     LEFT JOIN base p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
 ),
 adopted AS (
-    -- the innermost enclosing root (latest start, then earliest end); a root with the same
-    -- interval adopts only a later one (by idx), so adoption never makes a cycle
+    -- the innermost enclosing true root (latest start, then earliest end); true roots are
+    -- few per trace (usually one), so this join is about as long as the orphans
     SELECT o.idx, arg_max(r.idx, [r.start_ns, -r.end_ns, r.idx]) AS adopter
     FROM found o
-    JOIN found r ON r.trace_no = o.trace_no AND r.found_idx IS NULL AND r.idx <> o.idx
+    JOIN found r ON r.trace_no = o.trace_no AND r.true_root
         AND r.start_ns <= o.start_ns AND r.end_ns >= o.end_ns
-        AND NOT (r.start_ns = o.start_ns AND r.end_ns = o.end_ns AND r.idx > o.idx)
     WHERE o.orphan
     GROUP BY o.idx
 ),

@@ -34,7 +34,7 @@ typed AS (
     SELECT *,
         -- (agentscope.analysis.* are verdicts `agentscope export otlp` derived: not input)
         list_filter(all_attributes, lambda a: NOT list_contains({accounting}, a.key)
-                    AND NOT starts_with(a.key, 'agentscope.analysis.')) AS kept,
+                    AND NOT starts_with(a.key, {derived})) AS kept,
         list_filter(all_attributes, lambda a: list_contains({accounting}, a.key))
             AS attributes,
         list_filter(all_attributes, lambda a: a.key = 'agentscope.stage')[1].value.stringValue
