@@ -14,6 +14,7 @@ import click
 
 from ._version import __version__
 from .collectors.receiver import MAX_BODY
+from .exporters.views import inert
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -89,16 +90,16 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False):
             bar.close()
     if not quiet:
         for warning in analysis.warnings:
-            click.echo(warning, err=True)
+            click.echo(inert(warning), err=True)
     return analysis
 
 
 def _say(message: str) -> None:
-    click.echo(message, err=True)
+    click.echo(inert(message), err=True)
 
 
 def _fail(message: str, code: int = 1) -> None:
-    click.echo(f"agentscope: {message}", err=True)
+    click.echo(f"agentscope: {inert(message)}", err=True)
     sys.exit(code)
 
 
@@ -140,11 +141,11 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
             click.echo(f"  writers dropped {int(result.spans_dropped_by_writers)} spans (queue "
                        "full or write errors)")
         for name, reason in result.skipped:
-            click.echo(f"  skipped {name}: {reason}", err=True)
+            click.echo(inert(f"  skipped {name}: {reason}"), err=True)
         if result.problems:
             click.echo(f"{len(result.problems)} problem lines:", err=True)
             for p in result.problems[:max_problems]:
-                click.echo(f"  {p}", err=True)
+                click.echo(f"  {inert(p)}", err=True)
             if len(result.problems) > max_problems:
                 click.echo(f"  ... and {len(result.problems) - max_problems} more", err=True)
     sys.exit(1 if result.problems else 0)
@@ -285,9 +286,11 @@ def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(*columns)
+        from rich.markup import escape
+
+        table = Table(*(escape(inert(c)) for c in columns))
         for r in rows:
-            table.add_row(*("" if v is None else str(v) for v in r))
+            table.add_row(*("" if v is None else escape(inert(v)) for v in r))
         Console().print(table)
 
 

@@ -117,12 +117,82 @@ def test_otlp_metrics_and_logs_are_named_as_not_traces(tmp_path):
         assert any("metrics.json (OTLP metrics, not traces)" in w for w in a.warnings)
 
 
-def test_hostile_file_names_stay_data(tmp_path):
-    name = "[red]x[bold]; rm -rf ~ $(id) \u202e.csv"
+def test_hostile_file_names_stay_inert(tmp_path):
+    name = "[red]x[bold]; rm -rf ~ $(id) \u202eevil\x1b]8;;x\x07.csv"
     (tmp_path / name).write_text("not a trace\n")
-    result = CliRunner().invoke(main, ["analyze", str(tmp_path), "--format", "markdown"])
-    assert result.exit_code == 0
-    assert name in result.output  # printed as it is, not interpreted as markup
+    shutil.copy(ANYAGENT, tmp_path / "ok.json")
+    for fmt in ("table", "markdown"):
+        result = CliRunner().invoke(main, ["analyze", str(tmp_path), "--format", fmt])
+        assert result.exit_code == 0
+        assert "\x1b" not in result.output and "\u202e" not in result.output
+        assert "[red]x[bold]; rm -rf ~ $(id) evil]8;;x.csv" in result.output  # as text
+    result = CliRunner().invoke(main, ["check", str(tmp_path)])
+    assert "\x1b" not in result.output and "\u202e" not in result.output
+
+
+def _otlp_with(name: str, value: str) -> dict:
+    return {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "0123456789abcdef0123456789abcdef", "spanId": "0123456789abcdef",
+        "name": name, "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000001000000000",
+        "attributes": [{"key": "k", "value": {"stringValue": value}},
+                       {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}]}]}]}]}
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_lone_surrogate_in_a_name_or_attribute_does_not_stop_the_analysis(tmp_path, suffix):
+    # JSON allows "\udc80"; DuckDB refused the JSON holding it, and every later analysis of the
+    # directory failed (a receiver writes what clients send)
+    (tmp_path / f"a{suffix}").write_text(json.dumps(_otlp_with("n\udc80", "v\udc80")) + "\n")
+    with agentscope.analyze(tmp_path, db=":memory:") as a:
+        assert not a.problems
+        ((name, attrs, stage),) = a.query_rows("SELECT name, attrs, stage FROM spans")[1]
+        assert name == "n\ufffd" and json.loads(attrs)["k"] == "v\ufffd" and stage == "inference"
+
+
+def test_json_nested_too_deeply_is_one_problem(tmp_path):
+    deep = '{"resourceSpans": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    (tmp_path / "deep.json").write_text(deep)
+    (tmp_path / "deep.jsonl").write_text(deep + "\n")
+    shutil.copy(ANYAGENT, tmp_path / "ok.json")
+    with agentscope.analyze(tmp_path, db=":memory:") as a:
+        assert sorted(Path(p.path).name for p in a.problems) == ["deep.json", "deep.jsonl"]
+        assert all("nested too deeply" in p.reason for p in a.problems)
+        assert len(a.task_results) == 1
+    assert len(check(tmp_path).problems) == 2
+
+
+def test_a_pretty_printed_otlp_document_under_any_name_is_one_document(tmp_path):
+    pretty = json.dumps(json.loads(OTLP.read_text()), indent=2)
+    (tmp_path / "export.otlp").write_text(pretty)
+    with agentscope.analyze(tmp_path, db=":memory:") as a:
+        assert not a.problems and a.load.formats == {"otlp": 1}
+        assert a.query_rows("SELECT count(*) FROM spans")[1][0][0] == 7
+    assert not check(tmp_path).problems and check(tmp_path).spans == 7
+
+
+def test_a_corrupt_compressed_file_is_a_problem_and_exit_1(tmp_path):
+    (tmp_path / "x.gz").write_bytes(b"\x1f\x8b" + b"garbage" * 10)
+    shutil.copy(ANYAGENT, tmp_path / "ok.json")
+    result = CliRunner().invoke(main, ["analyze", str(tmp_path)])
+    assert result.exit_code == 1 and "x.gz: cannot read: not a valid gzip file" in result.output
+    assert "skipped" not in result.output  # a problem, not a file passed over
+    assert CliRunner().invoke(main, ["check", str(tmp_path)]).exit_code == 1
+
+
+def test_a_foreign_file_that_grew_is_read_again_whole(tmp_path):
+    lines = TRACELAB.read_text().splitlines(keepends=True)
+    path = tmp_path / "rounds.jsonl"
+    path.write_text("".join(lines[:5]))
+    with agentscope.analyze(tmp_path) as a:
+        (first,) = a.task_results
+    path.write_text("".join(lines))
+    with agentscope.analyze(tmp_path) as a:  # the same store, loaded again
+        sessions = {t.duration_ns for t in a.task_results}
+        assert len(a.task_results) == 2 and first.duration_ns not in sessions
+        assert not a.problems and a.query_rows("SELECT count(*) FROM spans")[1][0][0] == 59
+    with agentscope.analyze(path) as fresh:  # as a fresh load of the whole file gives
+        assert {t.duration_ns for t in fresh.task_results} == sessions
 
 
 def test_a_phoenix_parquet_export_loads_from_a_directory(tmp_path):
@@ -135,3 +205,34 @@ def test_a_phoenix_parquet_export_loads_from_a_directory(tmp_path):
         assert a.load.formats == {"phoenix": 2} and not a.problems
         # the same spans twice: the second file's are duplicates
         assert a.load.duplicates == a.query_rows("SELECT count(*) FROM spans")[1][0][0] == 8
+
+
+def _otlp_spans(spans) -> dict:
+    """An OTLP/JSON request of (span_id, parent_id, name, start_s, end_s, operation)."""
+    t0 = 1_700_000_000_000_000_000
+    return {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "ab" * 16, "spanId": sid, "parentSpanId": parent or "", "name": name,
+        "startTimeUnixNano": str(t0 + int(a * 1e9)), "endTimeUnixNano": str(t0 + int(b * 1e9)),
+        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": op}}]}
+        for sid, parent, name, a, b, op in spans]}]}]}
+
+
+def test_orphans_are_adopted_by_their_traces_true_root_never_by_each_other(tmp_path):
+    missing = "ff" * 8
+    a = ("a" * 16, missing, "tool A", 0, 10, "execute_tool")
+    b = ("b" * 16, missing, "chat B", 2, 3, "chat")  # beside A under the missing parent
+    root = ("c" * 16, None, "agent", 0, 20, "invoke_agent")
+    (tmp_path / "partial.json").write_text(json.dumps(_otlp_spans([a, b])))
+    with agentscope.analyze(tmp_path / "partial.json") as an:
+        (t,) = an.task_results
+        assert t.trace_id == "ab" * 16  # a partial trace keeps its identity
+        assert [(s.name, s.start_ns - t.start_ns, s.end_ns - t.start_ns)
+                for s in t.segments] == [("tool A", 0, 10 * 10**9)]  # B never inside A
+        assert (an.summary.orphan_spans, an.summary.orphan_roots) == (2, 2)
+    (tmp_path / "whole.json").write_text(json.dumps(_otlp_spans([root, a, b])))
+    with agentscope.analyze(tmp_path / "whole.json") as an:
+        (t,) = an.task_results
+        assert t.name == "agent"
+        assert [(s.name, s.cls) for s in t.segments] == [("tool A", "io"),
+                                                         ("agent", "untraced")]
+        assert (an.summary.orphan_spans, an.summary.orphan_roots) == (2, 0)

@@ -361,3 +361,27 @@ def test_a_timeline_draws_the_counters_of_the_host_that_held_the_path(tmp_path):
     assert {v for _, v in cpu["points"]} == {0.9}
     # of the samples before the task only the last is kept: the value the task started with
     assert cpu["points"][0][0] <= 0 < cpu["points"][1][0]
+
+
+def test_markdown_and_terminal_keep_hostile_names_inert(tmp_path):
+    """Names now come from other tools' traces: none may break out of a table row or a code
+    block, start a heading, embed HTML or reach a terminal as an escape sequence."""
+    d = tmp_path / "t"
+    d.mkdir()
+    trace = "c" * 32
+    bad = "x\n# heading ``` <img src=x onerror=alert(1)> [a](javascript:1) \x1b[31mred\u202e|"
+    records = [_span(trace, "1" * 16, None, bad, "task", 0, 100),
+               _span(trace, "2" * 16, "1" * 16, bad + " tool", "tool", 5, 95, cpu_ms=80)]
+    (d / "spans-h-1-1.jsonl").write_text("".join(spanfile.encode(r) for r in records))
+    md = CliRunner().invoke(main, ["analyze", str(d), "--format", "markdown"]).stdout
+    assert "\x1b" not in md and "\u202e" not in md
+    assert not any(line.startswith("# heading") for line in md.splitlines())
+    assert md.count("```") == 2  # the one timeline's fence, opened and closed: nothing else
+    head, code, tail = md.split("```")
+    assert "<img" in code  # inside the code block it is shown, not rendered
+    for text in (head, tail):  # outside, escaped
+        assert not re.search(r"(?<!\\)<img", text) and not re.search(r"(?<!\\)\]\(", text)
+    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    assert all(line.count(" | ") == rows[0].count(" | ") for line in rows[:2])  # one row each
+    term = CliRunner().invoke(main, ["analyze", str(d)]).stdout
+    assert "\x1b" not in term and "\u202e" not in term and "# heading" in term  # as text

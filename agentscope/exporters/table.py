@@ -3,15 +3,17 @@ typical task's critical path as a text timeline, then the slowest tasks."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..analyzers.evidence import CLASSES
 from ..analyzers.verdict import basis_words, guess_warning
 from ..analysis import Analysis
-from .views import bar, path_rows, typical_tasks
+from .views import bar, inert, path_rows, typical_tasks
 
 COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue",
            "untraced": "bright_black"}
@@ -54,9 +56,9 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
                     ("held longest by", {"overflow": "fold"})):
         table.add_column(col, **kw)
     for t in tasks[:limit]:
-        table.add_row(t.name, t.lane or "-", f"{t.duration_ns / 1e9:.3f} s",
+        table.add_row(_cell(t.name), _cell(t.lane or "-"), f"{t.duration_ns / 1e9:.3f} s",
                       f"[{COLOURS[t.bottleneck]}]{t.bottleneck}[/]", f"{t.confidence:.2f}",
-                      _bar(t.shares), _longest(t))
+                      _bar(t.shares), _cell(_longest(t)))
     console.print(table)
     console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES))
     _problems(list(analysis.problems), console)
@@ -97,15 +99,13 @@ def timeline_lines(t: Any, width: int = 40, max_rows: int = 10) -> list:
         if a is None:
             out.append(("", name, "", ""))
             continue
-        what = f"{name} [{stage}]" if stage else name
+        what = inert(f"{name} [{stage}]" if stage else name)
         out.append((f"{a:8.3f}–{b:.3f} s", what, cls, bar(a, b, total, width, cls[0].upper())))
     return out
 
 
 def _timeline(console: Console, label: str, t: Any) -> None:
-    from rich.markup import escape
-
-    console.print(f"[bold]{escape(label)}[/]: {escape(t.name)} ({escape(t.lane or 'no lane')}, "
+    console.print(f"[bold]{_cell(label)}[/]: {_cell(t.name)} ({_cell(t.lane or 'no lane')}, "
                   f"{t.duration_ns / 1e9:.3f} s, [{COLOURS[t.bottleneck]}]{t.bottleneck}[/], "
                   f"confidence {t.confidence:.2f})", highlight=False)
     rows = timeline_lines(t)
@@ -113,12 +113,12 @@ def _timeline(console: Console, label: str, t: Any) -> None:
     for when, what, cls, fill in rows:
         what = what if len(what) <= wide else what[:wide - 1] + "…"
         if not cls:
-            console.print(f"  {'':18} {escape(what)}", highlight=False)
+            console.print(f"  {'':18} {_cell(what)}", highlight=False)
             continue
-        console.print(f"  {when:>18} {escape(f'{what:<{wide}}')} "
+        console.print(f"  {when:>18} {_cell(f'{what:<{wide}}')} "
                       f"[{COLOURS[cls]}]{cls:<6}|{fill}|[/]", highlight=False)
     if t.evidence:
-        console.print(f"  evidence: {t.evidence[0]}", markup=False, highlight=False)
+        console.print(f"  evidence: {inert(t.evidence[0])}", markup=False, highlight=False)
 
 
 def gpu_lines(summary: Any) -> list:
@@ -150,7 +150,7 @@ def _problems(problems: list, console: Console, limit: int = 10) -> None:
         return
     console.print(f"[yellow]{len(problems)} input problems[/] (the rest was analysed):")
     for p in problems[:limit]:
-        console.print(f"  {p}", markup=False, highlight=False)
+        console.print(f"  {inert(p)}", markup=False, highlight=False)
     if len(problems) > limit:
         console.print(f"  ... and {len(problems) - limit} more ('agentscope check' lists all)")
 
@@ -172,14 +172,15 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
              "| task | lane | duration | bottleneck | confidence | main evidence |",
              "|---|---|---:|---|---:|---|"]
     for t in sorted(analysis.task_results, key=lambda t: -t.duration_ns)[:limit]:
-        evidence = (t.evidence[0] if t.evidence else "").replace("|", "\\|")
-        lines.append(f"| {_md(t.name)} | {t.lane or '-'} | {t.duration_ns / 1e9:.3f} s | "
+        evidence = _md(t.evidence[0] if t.evidence else "")
+        lines.append(f"| {_md(t.name)} | {_md(t.lane or '-')} | {t.duration_ns / 1e9:.3f} s | "
                      f"**{t.bottleneck}** | {t.confidence:.2f} | {evidence} |")
     for label, t in featured(analysis.task_results):
         lines += ["", f"**{_md(label)}**: {_md(t.name)} ({_md(t.lane or 'no lane')}, "
                       f"{t.duration_ns / 1e9:.3f} s, {t.bottleneck}, confidence "
                       f"{t.confidence:.2f})", "", "```"]
         for when, what, cls, fill in timeline_lines(t):
+            what = what.replace("`", "'")  # cannot close the code block
             row = f"{when:>18} {what[:36]:<36} {cls:<6}{'|' + fill + '|' if cls else ''}"
             lines.append(row.rstrip())
         lines.append("```")
@@ -191,4 +192,14 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Input text as inert Markdown: no controls, no line breaks, and the characters Markdown
+    (and the HTML it may contain) acts on escaped."""
+    return _MD_ACTIVE.sub(r"\\\g<0>", inert(text))
+
+
+_MD_ACTIVE = re.compile(r"[\\`*_\[\]<>|#!~]")
+
+
+def _cell(text: Any) -> str:
+    """Input text for a rich cell or line: inert, and its square brackets not markup."""
+    return escape(inert(text))

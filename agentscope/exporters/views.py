@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# characters a terminal or a renderer acts on rather than shows: C0 and C1 controls (ESC
+# starts colour, cursor and hyperlink sequences), DEL, and the bidirectional overrides and
+# isolates that reorder what follows them (a file name that reads backwards)
+_ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069]")
+_BREAKS = re.compile("[\t\n\r\u2028\u2029]+")
+
+
+def inert(text: Any) -> str:
+    """``text`` as something to show, never to act on: line breaks become a space, control
+    characters and bidi overrides are dropped. Every name and reason from the input goes
+    through it before a terminal or a Markdown document gets it."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return _ACTIVE.sub("", _BREAKS.sub(" ", s))
 
 
 def typical_tasks(tasks: list) -> dict:
