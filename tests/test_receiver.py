@@ -514,3 +514,16 @@ def test_the_cli_receives_and_exits_0_on_sigterm(tmp_path):
     assert "7 spans received in 1 requests" in stderr and "spans-" in stderr
     files = list((tmp_path / "rx").glob("spans-*.jsonl"))
     assert len(files) == 1 and len(files[0].read_text().splitlines()) == 7
+
+
+def test_requests_beyond_the_in_flight_bound_are_told_to_retry(tmp_path):
+    # bodies read and decoded at once are bounded (memory); the rest get 503 + Retry-After
+    with Receiver(tmp_path / "rx", port=0, max_in_flight=2) as r:
+        r.slot_wait_s = 0.2  # (10 s by default: a request waits for a slot that long)
+        assert r.slots.acquire(blocking=False) and r.slots.acquire(blocking=False)  # both busy
+        status, headers, _ = post(r.url, proto_request(1, 3))
+        assert status == 503 and headers["Retry-After"] == "1" and r.spans_accepted == 0
+        r.slots.release()
+        status, _, _ = post(r.url, proto_request(1, 3))
+        assert status == 200 and r.spans_accepted == 3
+        r.slots.release()

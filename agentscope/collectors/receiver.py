@@ -27,7 +27,6 @@ import os
 import socket
 import socketserver
 import threading
-import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,12 +36,18 @@ from .._signals import handle, restore
 from ..formats import spanfile
 from ..formats.importers import otlp_proto
 from ..formats.otlp_common import spans_of_request
+from .durable import SpanFile
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 _MEDIA = {PROTOBUF: PROTOBUF, "application/protobuf": PROTOBUF, JSON: JSON}
 TRACES_PATH = "/v1/traces"
 GRPC_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 MAX_BODY = 16 << 20
+# requests read and decoded at once (each can hold its body, the body decompressed and the
+# decoded spans: up to a few times MAX_BODY); the next waits, its body unread in the socket,
+# up to SLOT_WAIT_S, then is answered 503 (retry later)
+MAX_IN_FLIGHT = 4
+SLOT_WAIT_S = 10.0  # how long a request waits for a slot before it is answered 503
 _INVALID_ARGUMENT, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 8, 14  # google.rpc.Code
 
 
@@ -60,73 +65,6 @@ class Result(NamedTuple):
     message: str  # why spans were rejected ("" if none was)
 
 
-class SpanFile:
-    """The receiver's span file: whole lines appended and ``fsync``'ed under one lock."""
-
-    def __init__(self, directory: Path, max_file_bytes: int = 256 << 20) -> None:
-        self.directory, self.max_file_bytes = directory, max_file_bytes
-        self.host, self.pid, self.ms = socket.gethostname(), os.getpid(), int(time.time() * 1000)
-        self.paths: list[Path] = []
-        self._fd: Optional[int] = None
-        self._size = 0
-        self._closed = False
-        self._lock = threading.Lock()
-
-    def append(self, data: bytes) -> None:
-        """Write ``data`` (whole lines) and make it durable; raises OSError if it could not."""
-        with self._lock:
-            if self._closed:
-                raise OSError("the span file is closed")
-            try:
-                if self._fd is None or 0 < self._size and self._size + len(data) > \
-                        self.max_file_bytes:
-                    self._next_file()
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self._fd, view):]
-                os.fsync(self._fd)
-            except OSError:
-                self._give_up()
-                raise
-            self._size += len(data)
-
-    def _next_file(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / spanfile.file_name(self.host, self.pid, self.ms, len(self.paths))
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        self._size = os.fstat(self._fd).st_size
-        self.paths.append(path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)  # the new name is durable too
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-    def _give_up(self) -> None:
-        """After a failed write: cut what it wrote, and leave the file to the next part."""
-        if self._fd is None:
-            return
-        try:
-            os.ftruncate(self._fd, self._size)
-        except OSError:
-            pass  # a torn last line then ends this file: readers skip it
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
-        self._fd = None
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._fd is not None:
-                os.close(self._fd)  # every append was fsync'ed already
-                self._fd = None
-
-
 class Receiver:
     """OTLP/HTTP (and, with ``grpc_port``, OTLP/gRPC) traces into span files in ``out_dir``.
 
@@ -137,7 +75,7 @@ class Receiver:
 
     def __init__(self, out_dir: "str | os.PathLike[str]", address: str = "127.0.0.1",
                  port: int = 4318, grpc_port: Optional[int] = None, max_body: int = MAX_BODY,
-                 max_file_bytes: int = 256 << 20) -> None:
+                 max_file_bytes: int = 256 << 20, max_in_flight: int = MAX_IN_FLIGHT) -> None:
         if max_body < 1:
             raise ValueError("max_body must be at least 1 byte")
         if grpc_port is not None:
@@ -149,6 +87,9 @@ class Receiver:
         self.out_dir, self.address, self.port = Path(out_dir), address, port
         self.grpc_port, self.max_body = grpc_port, max_body
         self.file = SpanFile(self.out_dir, max_file_bytes)
+        # HTTP requests read and decoded at once: bounds the memory bodies can hold
+        self.max_in_flight, self.slot_wait_s = max_in_flight, SLOT_WAIT_S
+        self.slots = threading.BoundedSemaphore(max_in_flight)
         self.requests = self.spans_accepted = self.spans_rejected = 0
         self.bad_requests = self.failed_writes = self.bytes_received = 0
         self._count_lock = threading.Lock()
@@ -368,6 +309,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._text(415, f"415 unsupported content encoding {encoding!r}, "
                                    "supported: gzip, deflate, identity", close=True)
         receiver = self.server.receiver
+        if not receiver.slots.acquire(timeout=receiver.slot_wait_s):  # its body waits unread
+            return self._status(503, _UNAVAILABLE, f"busy: {receiver.max_in_flight} requests "
+                                "are being taken; retry", media, close=True, retry_after=1)
+        try:
+            return self._post(receiver, media, encoding)
+        finally:
+            receiver.slots.release()
+
+    def _post(self, receiver: "Receiver", media: str, encoding: str) -> None:
         limit = receiver.max_body
         try:
             body = self._body(limit)
@@ -496,7 +446,8 @@ def _grpc_server(receiver: Receiver):
 
     handler = grpc.method_handlers_generic_handler(GRPC_SERVICE, {
         "Export": grpc.unary_unary_rpc_method_handler(export)})
-    server = grpc.server(ThreadPoolExecutor(max_workers=8, thread_name_prefix="agentscope-grpc"),
+    server = grpc.server(ThreadPoolExecutor(max_workers=receiver.max_in_flight,
+                                            thread_name_prefix="agentscope-grpc"),
                          handlers=(handler,),
                          options=[("grpc.max_receive_message_length", receiver.max_body)])
     host = f"[{receiver.address}]" if ":" in receiver.address else receiver.address
