@@ -17,6 +17,8 @@ import pytest
 from agentscope.formats import spanfile
 from agentscope.formats.importers import HEAD_BYTES, _common, jaeger, tracelab
 
+from .tracelab_shares import tool_share
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus"
 DATA = REPO / "tests" / "data" / "importers"
@@ -560,7 +562,7 @@ def _paper_way(rows):
 
 def test_tool_share_agrees_with_the_paper_method_and_pins_the_figures():
     records, _ = _tracelab()
-    shares = tracelab.tool_share(records)
+    shares = tool_share(records)
     assert set(shares) == {"claude", "codex", "all"}
     for provider, (response, gen, tool) in _paper_way(_rows()).items():
         s = shares[provider]

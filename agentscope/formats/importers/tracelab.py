@@ -12,14 +12,14 @@ one trace per session (docs/file-formats.md, "TraceLab round traces")::
                                  "observable generation time")
         execute_tool <name>      emitted_at -> result_at, one per tool call
 
-:func:`tool_share` measures, per provider, how much of the response time the model and the
-tools took, for comparison with the TraceLab paper.
+The share of each agent's critical path in tools and in the model is the analysis' to say
+(docs/file-formats.md compares it with the TraceLab paper's figures).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from ...errors import TraceFormatError
@@ -32,9 +32,6 @@ OUTPUT_EVENTS = frozenset({"reasoning", "text", "tool_call"})
 # row fields that become span structure rather than round attributes
 _STRUCTURE = ("timing_events", "tools", "session_id", "project", "provider")
 _TOOL_MAPPED = ("tool_name", "tool_call_id", "emitted_at", "result_at")
-# what tool_share sums per provider
-_TOTALS = ("sessions", "requests", "wall_s", "response_s", "model_s", "tool_s", "model_sum_s",
-           "tool_effective_s")
 
 
 def sniff(head: bytes, name: str) -> bool:
@@ -296,98 +293,6 @@ def _clean(attrs: Mapping[str, Any]) -> dict:
             continue
         out[key] = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-def tool_share(records: Iterable[SpanRecord]) -> dict[str, dict[str, float]]:
-    """Per provider (the spans' service): where the response time of TraceLab spans went.
-
-    A *request* is TraceLab's user turn: it starts at a round's triggering ``user_message``
-    (the latest one at or before the round's first model output) and ends at the last model
-    output before the next request. Per provider, summed over requests (seconds):
-
-    * ``response_s``: the requests' response time; ``wall_s``: the sessions' wall time;
-    * ``model_s`` / ``tool_s``: the union of chat / tool span intervals inside requests;
-    * ``model_share`` / ``tool_share``: those over ``response_s`` (the two overlap where tools
-      run while the model still streams, so they can add up to more than 1);
-    * ``model_sum_share`` / ``tool_effective_share``: the TraceLab paper's way, sums instead of
-      unions, tools by effective latency (internal latency, else wall), over ``response_s``;
-    * ``model_wall_share`` / ``tool_wall_share``: the unions over the session wall time.
-
-    With more than one provider, ``"all"`` holds the totals over every provider.
-    """
-    traces: dict[str, list[SpanRecord]] = {}
-    for record in records:
-        traces.setdefault(record.trace_id, []).append(record)
-    totals: dict[str, dict[str, float]] = {}
-    for spans in traces.values():
-        roots = [s for s in spans if s.parent_span_id is None]
-        if not roots:
-            continue
-        t = totals.setdefault(roots[0].service or "", dict.fromkeys(_TOTALS, 0.0))
-        t["sessions"] += 1
-        t["wall_s"] += sum(r.end_ns - r.start_ns for r in roots) / 1e9
-        requests = _requests(s for s in spans if "tracelab.round_index" in s.attrs)
-        t["requests"] += len(requests)
-        t["response_s"] += sum(end - start for start, end in requests) / 1e9
-        ops = [(s.attrs.get("gen_ai.operation.name"), s) for s in spans]
-        chats = [s for op, s in ops if op == "chat"]
-        tools = [s for op, s in ops if op == "execute_tool"]
-        t["model_s"] += _covered([(s.start_ns, s.end_ns) for s in chats], requests) / 1e9
-        t["tool_s"] += _covered([(s.start_ns, s.end_ns) for s in tools], requests) / 1e9
-        t["model_sum_s"] += sum(s.end_ns - s.start_ns for s in chats
-                                if _inside(s.start_ns, requests)) / 1e9
-        t["tool_effective_s"] += sum(_effective_s(s) for s in tools
-                                     if _inside(s.start_ns, requests))
-    if len(totals) > 1:
-        totals["all"] = {key: sum(t[key] for t in list(totals.values())) for key in _TOTALS}
-    for t in totals.values():
-        response, wall = t["response_s"] or float("nan"), t["wall_s"] or float("nan")
-        t.update(model_share=t["model_s"] / response, tool_share=t["tool_s"] / response,
-                 model_sum_share=t["model_sum_s"] / response,
-                 tool_effective_share=t["tool_effective_s"] / response,
-                 model_wall_share=t["model_s"] / wall, tool_wall_share=t["tool_s"] / wall)
-    return totals
-
-
-def _requests(rounds: Iterable[SpanRecord]) -> list[tuple[int, int]]:
-    """(start, end) of each user request among a session's round spans."""
-    out: list[list[int]] = []
-    for rnd in sorted(rounds, key=lambda s: s.start_ns):
-        outputs = [e.time_ns for e in rnd.events if e.name in OUTPUT_EVENTS]
-        if not outputs:
-            continue
-        users = [e.time_ns for e in rnd.events
-                 if e.name == "user_message" and e.time_ns <= min(outputs)]
-        if users:
-            out.append([max(users), max(outputs)])
-        elif out:
-            out[-1][1] = max(out[-1][1], max(outputs))
-    return [(start, end) for start, end in out if end > start]
-
-
-def _covered(intervals: list, windows: list) -> int:
-    """Nanoseconds of ``windows`` covered by the union of ``intervals``."""
-    total = 0
-    for lo, hi in windows:
-        clipped = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
-        reach = lo
-        for a, b in clipped:
-            if b > reach:
-                total += b - max(a, reach)
-                reach = b
-    return total
-
-
-def _inside(ts: int, windows: list) -> bool:
-    return any(lo <= ts <= hi for lo, hi in windows)
-
-
-def _effective_s(tool: SpanRecord) -> float:
-    internal = tool.attrs.get("tracelab.tool_internal_latency_ms")
-    wall = tool.attrs.get("tracelab.tool_wall_latency_ms")
-    value = internal if isinstance(internal, (int, float)) else wall
-    return value / 1000 if isinstance(value, (int, float)) and value > 0 else 0.0
 
 
 IMPORTER = Importer("tracelab", "TraceLab round trace", sniff, read)
