@@ -29,7 +29,9 @@ Where we differ from Jaeger, on purpose (each has a test):
   ends exactly when the next starts loses its time to the parent. We take ``end <= t``; each
   child is used at most once, so zero-length children cannot loop.
 * **A partial trace is analysed.** A span whose parent is missing from the trace is a root
-  (Jaeger drops it and returns an empty path).
+  here (Jaeger drops it and returns an empty path); before the walk, the store has such a span
+  adopted by the innermost true root of its trace that encloses it, where one does
+  (``store/sql/analysis_input.sql``), so it reaches the walk as that root's child.
 * **Several roots make one path.** The task runs from the earliest root start to the latest
   root end. Walking back from the end, the root still running at ``t`` with the latest end
   holds the path (a root that overlaps the next one is cut where that one takes over); time
@@ -357,9 +359,10 @@ def _lockstep(tops: Any, traces: Any, cs: Any, ce: Any, order: Any, off: Any, cn
 def _descend_flat(top: int, t: int, cs: Any, ce: Any, order: Any, off: Any, cnt: Any,
                   parent_of: Any, cursor: Any, sections: list, cur: int = -1) -> int:
     """Walk back from time ``t`` inside ``top``'s subtree, taking at each span the last
-    finishing child that ran before ``t``, cut at ``t`` (children stored flat, ``order[off[p]:off[p] +
-    cnt[p]]``, last finishing first); returns ``top``'s start. ``cur``: where in the subtree
-    a walk that was begun elsewhere stands (``t`` is its time there)."""
+    finishing child that ran before ``t``, cut at ``t`` (children stored flat,
+    ``order[off[p]:off[p] + cnt[p]]``, last finishing first); returns ``top``'s start.
+    ``cur``: where in the subtree a walk that was begun elsewhere stands (``t`` is its time
+    there)."""
     if cur < 0:
         cur = top
     while True:

@@ -119,6 +119,16 @@ def basis_words(summary: Any) -> str:
     return f"measured {summary.measured_share:.0%}" + (f" ({', '.join(rest)})" if rest else "")
 
 
+def partial_words(summary: Any) -> "str | None":
+    """Spans of partial traces and spans the walks left off, in words (None: none)."""
+    if not summary.orphan_spans and not summary.spans_off_path:
+        return None
+    return (f"{summary.orphan_spans} spans whose parent is not in the traces "
+            f"({summary.orphan_roots} walked as roots, the rest adopted by their trace's root); "
+            f"{summary.spans_off_path} spans left off the critical paths (outside their parent, "
+            "or not blocking it)")
+
+
 def guess_warning(summary: Any) -> "str | None":
     """The warning every output gives when most critical-path time rests on no measurement."""
     if not summary.tasks or summary.measured_share >= GUESSED:

@@ -31,7 +31,7 @@ from typing import Any, Optional
 from .. import metric_names as mn
 from ..analysis import Analysis, iso_time
 from ..analyzers.evidence import CLASSES
-from ..analyzers.verdict import basis_words, guess_warning
+from ..analyzers.verdict import basis_words, guess_warning, partial_words
 from .views import typical_tasks
 
 SCHEMA = "agentscope.report/v1"
@@ -146,6 +146,7 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
                                             "measured_share", "evidence_basis")},
         "basis": basis_words(analysis.summary),
         "warning": guess_warning(analysis.summary),
+        "partial": partial_words(analysis.summary),
         "gpu": summary.get("gpu") or {},
         "by_stage": by_stage,
         "by_lane": by_lane,

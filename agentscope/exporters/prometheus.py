@@ -81,9 +81,9 @@ ANALYSIS_NAMES = (
     "agentscope_task_duration_seconds_sum", "agentscope_task_duration_seconds_count",
     "agentscope_critical_path_seconds_total", "agentscope_orchestration_seconds_total",
     "agentscope_critical_path_stage_seconds_total", "agentscope_orchestration_ratio",
-    "agentscope_critical_path_basis_ratio", "agentscope_gpu_busy_ratio", "agentscope_gpu_idle_ratio",
-    "agentscope_gpu_idle_attribution_ratio", "agentscope_last_refresh_timestamp_seconds",
-    "agentscope_refresh_failures_total")
+    "agentscope_critical_path_basis_ratio", "agentscope_gpu_busy_ratio",
+    "agentscope_gpu_idle_ratio", "agentscope_gpu_idle_attribution_ratio",
+    "agentscope_last_refresh_timestamp_seconds", "agentscope_refresh_failures_total")
 
 
 def exported_names() -> set:

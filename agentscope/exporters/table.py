@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..analyzers.evidence import CLASSES
-from ..analyzers.verdict import basis_words, guess_warning
+from ..analyzers.verdict import basis_words, guess_warning, partial_words
 from ..analysis import Analysis
 from .views import bar, inert, path_rows, typical_tasks
 
@@ -67,10 +67,9 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
 def _basis(console: Console, s: Any) -> None:
     """Partial traces (the warning when most verdicts rest on no measurement is one of the
     analysis' warnings, which the CLI prints to stderr)."""
-    if s.orphan_spans or s.spans_off_path:
-        console.print(f"{s.orphan_spans} spans whose parent is not in the traces ({s.orphan_roots}"
-                      f" walked as roots); {s.spans_off_path} spans left off the critical paths "
-                      "(outside their parent, or not blocking it)", highlight=False)
+    partial = partial_words(s)
+    if partial:
+        console.print(partial, highlight=False)
 
 
 def featured(tasks: list) -> list:
@@ -164,6 +163,7 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
              f"{s.critical_path_s:.3f} s on critical paths; orchestration "
              f"{s.orchestration_share:.1%}; the classes: {basis_words(s)}.", "",
              *([f"> **Warning:** {_md(warning)}", ""] if warning else []),
+             *([_md(partial_words(s)), ""] if partial_words(s) else []),
              "| " + " | ".join(CLASSES) + " |", "|" + "---:|" * len(CLASSES),
              "| " + " | ".join(f"{s.share_of_critical_path[c]:.1%}" for c in CLASSES) + " |",
              "", "Bottlenecks: " + (", ".join(f"{n} {c}" for c, n in s.bottlenecks.items())

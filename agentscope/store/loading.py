@@ -359,8 +359,8 @@ class Loader:
         self.con.register("incoming", frame)
         try:
             self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
-                             + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
-                             + " FROM incoming")
+                    + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
+                    + " FROM incoming")
             return self._insert_staging(file_id, True)
         finally:
             self.con.unregister("incoming")

@@ -66,7 +66,8 @@
     " on critical paths; orchestration " + pct(S.orchestration_share || 0) + " of it" +
     "; the classes: " + D.basis +
     (D.problem_count ? "; " + D.problem_count + " input problems (the rest was analysed)" : "") +
-    ". Generated " + D.generated + "." + (D.warning ? " Warning: " + D.warning + "." : "");
+    ". Generated " + D.generated + "." + (D.partial ? " " + D.partial + "." : "") +
+    (D.warning ? " Warning: " + D.warning + "." : "");
 
   // ---- fleet --------------------------------------------------------------------------------
   function fleet() {

@@ -10,7 +10,8 @@ conventions: ``gen_ai.operation.name`` = invoke_agent / call_llm / execute_tool 
 ``resource`` (``{"attributes": {"service.name", ...}}``).
 
 Spans keep their attributes as they are. A parent that is not in the file (any-agent leaves out
-spans of some frameworks) stays as given: the analysis takes such a span as a root.
+spans of some frameworks) stays as given: the analysis has the span adopted by the trace's root
+that encloses it in time, or takes it as a root (docs/analysis.md).
 """
 
 from __future__ import annotations
