@@ -60,3 +60,13 @@ class Resource(str, enum.Enum):
     MEMORY = "memory"
     IO = "io"
     QUEUE = "queue"
+
+
+class Basis(str, enum.Enum):
+    """What a critical-path section's class rests on: measured evidence (resource accounting,
+    the server's own timings, counters), the span's stage label alone, or nothing at all
+    (``untraced``: then the class is ``untraced`` too, time shown apart from the resources)."""
+
+    MEASURED = "measured"
+    LABEL = "label"
+    UNTRACED = "untraced"

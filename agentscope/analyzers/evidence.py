@@ -31,14 +31,14 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ..vocab import Resource, Stage
+from ..vocab import Basis, Resource, Stage
 
 GPU, CPU, MEMORY, IO, QUEUE = (Resource.GPU.value, Resource.CPU.value, Resource.MEMORY.value,
                                Resource.IO.value, Resource.QUEUE.value)
 # Time on a critical path that no evidence explains, and no label either: a parent's own time
 # between its children when the span has no resource accounting, a span without a stage, a
 # gap between root spans. Not a resource: shown apart, never counted as measured.
-UNTRACED = "untraced"
+UNTRACED = Basis.UNTRACED.value
 # report order: gpu, cpu, memory, io, queue, then untraced
 CLASSES = tuple(r.value for r in Resource) + (UNTRACED,)
 RESOURCES = CLASSES[:-1]
@@ -47,8 +47,9 @@ _K = {c: i for i, c in enumerate(CLASSES)}
 # what a section's class rests on (Sections.basis codes are positions in this tuple):
 # measured evidence (resource accounting, server-reported timings, counters), the span's stage
 # label alone, or nothing (untraced)
-BASES = ("measured", "label", UNTRACED)
-MEASURED_BASIS, LABEL_BASIS, UNTRACED_BASIS = range(3)
+BASES = tuple(b.value for b in Basis)
+MEASURED_BASIS, LABEL_BASIS, UNTRACED_BASIS = (BASES.index(b.value) for b in (
+    Basis.MEASURED, Basis.LABEL, Basis.UNTRACED))
 
 # What a stage usually means: the class of a span that has no evidence but its label (an
 # inference's depends on where it was served: see classify), and the verdict from
