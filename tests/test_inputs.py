@@ -236,3 +236,44 @@ def test_orphans_are_adopted_by_their_traces_true_root_never_by_each_other(tmp_p
         assert [(s.name, s.cls) for s in t.segments] == [("tool A", "io"),
                                                          ("agent", "untraced")]
         assert (an.summary.orphan_spans, an.summary.orphan_roots) == (2, 0)
+
+
+def test_long_otlp_lines_and_a_long_compact_document_are_each_read_right(tmp_path):
+    # a first line past the 64 KiB head: the Collector's request per line when the file ends
+    # with a newline (read incrementally); a compact document json.dump wrote (no newline)
+    req = json.loads(OTLP.read_text())
+    spans = req["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    big = dict(req)
+    for s in spans:
+        s["attributes"] = s.get("attributes", []) + [
+            {"key": "pad", "value": {"stringValue": "x" * 12_000}}]
+    text = json.dumps(big)
+    assert len(text) > 70_000
+    (tmp_path / "lines.jsonl").write_text(text + "\n")
+    (tmp_path / "doc.json").write_text(text.replace("ab", "cd"))  # other ids, no newline
+    from agentscope.store.inputs import find
+
+    formats = {s.rel: s.format for s in find(tmp_path)[0]}
+    assert formats == {"lines.jsonl": "otlp-lines", "doc.json": "otlp"}
+    with agentscope.analyze(tmp_path, db=":memory:") as a:
+        assert not a.problems and a.load.formats == {"otlp-lines": 1, "otlp": 1}
+
+
+def test_thousands_of_one_trace_files_load_together_and_once(tmp_path):
+    # a Langfuse or any-agent export is one small file per trace: they are inserted in
+    # batches, each file still accounted for (a second load finds every one unchanged)
+    doc = json.loads(ANYAGENT.read_text())
+    for i in range(300):
+        for span in doc["spans"]:
+            for ctx in (span.get("context") or {}, span.get("parent") or {}):
+                if isinstance(ctx.get("trace_id"), int):
+                    ctx["trace_id"] = ctx["trace_id"] % 10**12 + i * 10**12 + 1
+        (tmp_path / f"trace-{i:04}.json").write_text(json.dumps(doc))
+    with agentscope.analyze(tmp_path) as a:
+        assert a.load.files_loaded == 300 and not a.problems
+        assert len(a.task_results) == 300 and a.summary.spans == 300 * 6
+        per_file = a.query_rows("SELECT min(records), max(records), count(*) FROM "
+                                "loaded_files")[1][0]
+        assert per_file == (6, 6, 300)
+    with agentscope.analyze(tmp_path) as again:
+        assert again.load.files_unchanged == 300 and again.load.spans_added == 0

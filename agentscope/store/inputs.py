@@ -106,13 +106,25 @@ def _classify(files: list, root: Path) -> tuple:
     return found, skipped
 
 
-def _first_line_is_a_request(head: bytes) -> bool:
+def _first_line_is_a_request(head: bytes, path: Path) -> bool:
     line, newline, _ = head.lstrip().partition(b"\n")
     if not newline:
-        return False  # one line (or longer than the head): one document
+        # the whole file on one line, or a first line longer than the head: lines (the
+        # Collector's, or one compact document, which reads the same way) when the file ends
+        # with a newline; else one document (json.dump writes none)
+        return len(head) >= HEAD_BYTES and _ends_with_newline(path)
     try:
         return isinstance(json.loads(line), dict)
     except (ValueError, RecursionError):
+        return False
+
+
+def _ends_with_newline(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+    except OSError:
         return False
 
 
@@ -141,7 +153,7 @@ def detect(path: Path) -> tuple:
     if otlp.looks_like_otlp(head):
         # one request per line (read incrementally, as it grows) when the first line is a
         # whole request; otherwise one document, whatever the file is called
-        if comp is None and _first_line_is_a_request(head):
+        if comp is None and _first_line_is_a_request(head, path):
             return "otlp-lines", None, ""
         return "otlp", comp, ""
     importer = importers.detect(head, inner)

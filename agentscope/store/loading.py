@@ -36,6 +36,7 @@ from .readers import read_whole
 from .schema import SAMPLE_COLUMNS, SPAN_COLUMNS, sql
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
+WHOLE_BATCH_RECORDS = 200_000  # records of files read whole, inserted together
 
 _VALID_SPAN = """
     trace_id IS NOT NULL AND regexp_full_match(trace_id, '[0-9a-f]{32}')
@@ -106,6 +107,8 @@ class Loader:
         next_id = self._x("SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
         span_file_ids: list = []
         whole: dict = {"spans": [], "samples": []}  # new files that end with a newline
+        read_whole_files: list = []  # files read whole by their format's reader
+        new_files: list = []
         pending = []
         for src in found:
             report.files_seen += 1
@@ -120,23 +123,28 @@ class Loader:
             if row is None:
                 row = (next_id, 0, 0)
                 next_id += 1
-                self._x("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, current_timestamp)",
-                        [row[0], src.rel, src.format])
+                new_files.append((row[0], src.rel, src.format))
             if (src.format in whole and src.incremental and row[1] == 0
                     and _ends_with_newline(src.path, size)):
                 whole[src.format].append((src, row[0], size))
+            elif not src.incremental:
+                if row[1] > 0:
+                    # a file read whole that changed: what it gave before is replaced (an
+                    # importer builds spans from the whole file: a session root spans every
+                    # round)
+                    self._forget(row[0], src)
+                read_whole_files.append((src, row[0], size))
             else:
                 pending.append((src, row, size))
+        if new_files:  # one statement for every new file (there can be thousands)
+            self.con.executemany("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, "
+                                 "current_timestamp)", new_files)
         for fmt, files in whole.items():
             for batch in _groups(files, BATCH_BYTES):  # a progress step per group of files
                 pending.extend(self._load_whole_files(fmt, batch, report, progress,
                                                       span_file_ids))
+        self._load_read_whole(read_whole_files, report, progress, span_file_ids)
         for src, (file_id, offset, lines_before), size in pending:
-            if not src.incremental and offset > 0:
-                # a file read whole that changed: what it gave before is replaced (an importer
-                # builds spans from the whole file: a session root spans every round)
-                self._forget(file_id, src)
-                offset, lines_before = 0, 0
             added, dups, used, lines, problems = self._load_file(src, file_id, offset,
                                                                  lines_before, size)
             self._account(report, src, file_id, added, dups, used, lines, problems,
@@ -147,6 +155,87 @@ class Loader:
             from ..semconv import stage_sql
             self._x(stage_sql(sql("stages_from_conventions.sql")), {"file_ids": span_file_ids})
         return report
+
+    def _load_read_whole(self, files: list, report: LoadReport,
+                         progress: Optional[Callable[[int], None]], span_file_ids: list) -> None:
+        """Files read whole by their reader (foreign formats, OTLP documents, compressed files):
+        their records inserted together, a batch of files at a time (a Langfuse or any-agent
+        export is one small file per trace: one insert each would cost more than reading)."""
+        batch: list = []  # (src, file_id, size, spans, samples, problems)
+        held = 0
+        for src, file_id, size in files:
+            problems: list = []
+            spans, samples = read_whole(src, problems)
+            batch.append((src, file_id, size, spans, samples, problems))
+            held += len(spans) + len(samples)
+            if held >= WHOLE_BATCH_RECORDS:
+                self._insert_read_whole(batch, report, progress, span_file_ids)
+                batch, held = [], 0
+        if batch:
+            self._insert_read_whole(batch, report, progress, span_file_ids)
+
+    def _insert_read_whole(self, batch: list, report: LoadReport,
+                           progress: Optional[Callable[[int], None]],
+                           span_file_ids: list) -> None:
+        rows = [_row(r) + (fid,) for _, fid, _, spans, _, _ in batch for r in spans]
+        added_by_file: dict = {}
+        if rows:
+            import pandas as pd
+
+            self.con.register("incoming", pd.DataFrame(rows, columns=[*SPAN_COLUMNS,
+                                                                      "file_id"]))
+            try:
+                self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
+                        + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
+                        + ", CAST(file_id AS INTEGER) AS file_id FROM incoming")
+                # the first of repeated spans is kept: the earliest file's
+                self._insert_spans("s.file_id", order="file_id")
+                ids = sorted({fid for _, fid, _, spans, _, _ in batch if spans})
+                added_by_file = dict(self._x(
+                    "SELECT file_id, count(*) FROM spans WHERE file_id IN (SELECT unnest(?)) "
+                    "GROUP BY ALL", [ids]))
+            finally:
+                self.con.unregister("incoming")
+                self._x("DROP TABLE IF EXISTS staging")
+        accounts = []
+        for src, fid, size, spans, samples, problems in batch:
+            added = added_by_file.get(fid, 0)
+            sampled = self._insert_samples(samples, fid) if samples else 0
+            accounts.append((src, fid, added, sampled, len(spans) - added, size, problems))
+            if progress:
+                progress(size)
+        self._account_many(report, accounts, span_file_ids)
+
+    def _account_many(self, report: LoadReport, accounts: list, span_file_ids: list) -> None:
+        """:meth:`_account` for many files at once, in a few statements."""
+        problems = [p for a in accounts for p in a[6]]
+        for src, fid, added, sampled, dups, _, _ in accounts:
+            report.files_loaded += 1
+            report.duplicates += dups
+            report.spans_added += added
+            report.samples_added += sampled
+            if src.format != "samples":
+                span_file_ids.append(fid)
+        report.problems.extend(problems)
+        self._x("DELETE FROM load_problems WHERE torn AND path IN (SELECT unnest(?))",
+                [[str(a[0].path) for a in accounts]])
+        if problems:
+            self.con.executemany(
+                "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
+                [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
+        import pandas as pd
+
+        done = pd.DataFrame([(fid, size, 0, added + sampled, len(probs))
+                             for _, fid, added, sampled, _, size, probs in accounts],
+                            columns=["file_id", "used", "lines", "added", "problems"])
+        self.con.register("accounted", done)
+        try:
+            self._x("UPDATE loaded_files SET loaded_bytes = a.used, loaded_lines = a.lines, "
+                    "records = records + a.added, problems = loaded_files.problems + a.problems, "
+                    "loaded_at = current_timestamp FROM accounted a "
+                    "WHERE loaded_files.file_id = a.file_id")
+        finally:
+            self.con.unregister("accounted")
 
     def _forget(self, file_id: int, src: Source) -> None:
         """Drop what a file loaded before: its spans, its problems, its counts."""
@@ -233,8 +322,6 @@ class Loader:
     def _load_file(self, src: Source, file_id: int, offset: int, lines_before: int,
                    size: int) -> tuple:
         """Load from ``offset``; returns (added, duplicates, bytes used, lines, problems)."""
-        if not src.incremental:
-            return self._load_whole(src, file_id, size)
         with open(src.path, "rb") as f:
             f.seek(offset)
             data = f.read(size - offset)
@@ -264,15 +351,6 @@ class Loader:
             return added, dups, offset + cut, lines_before + n_lines, problems + errors
         added, dups, slow_problems = self._load_lines(src, file_id, complete, lines_before)
         return added, dups, offset + cut, lines_before + n_lines, problems + slow_problems
-
-    def _load_whole(self, src: Source, file_id: int, size: int) -> tuple:
-        """A file read whole (a JSON document, a foreign format, a compressed file): its
-        records through the reader of its format; (added, duplicates, size, 0, problems)."""
-        errors: list = []
-        spans, samples = read_whole(src, errors)
-        added, dups = self._insert_records(spans, file_id)
-        added += self._insert_samples(samples, file_id)
-        return added, dups, size, 0, errors
 
     def _stage_otlp_fast(self, src: Source, complete: bytes, whole_file: bool) -> Optional[int]:
         """Try the pyarrow fast path for OTLP lines (see store/otlp_arrow.py)."""
