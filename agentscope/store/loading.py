@@ -137,8 +137,15 @@ class Loader:
             else:
                 pending.append((src, row, size))
         if new_files:  # one statement for every new file (there can be thousands)
-            self.con.executemany("INSERT INTO loaded_files VALUES (?, ?, ?, 0, 0, 0, 0, "
-                                 "current_timestamp)", new_files)
+            import pandas as pd
+
+            self.con.register("new_files", pd.DataFrame(new_files,
+                                                        columns=["file_id", "path", "format"]))
+            try:
+                self._x("INSERT INTO loaded_files SELECT file_id, path, format, 0, 0, 0, 0, "
+                        "current_timestamp FROM new_files")
+            finally:
+                self.con.unregister("new_files")
         for fmt, files in whole.items():
             for batch in _groups(files, BATCH_BYTES):  # a progress step per group of files
                 pending.extend(self._load_whole_files(fmt, batch, report, progress,
