@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -169,6 +170,8 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=512, help="spans per request")
     ap.add_argument("--clients", type=int, default=4, help="concurrent HTTP connections")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="interleaved rounds of every step (the median is printed)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="agentscope-receiver-bench-"))
     try:
@@ -189,27 +192,40 @@ def run(args, work: Path) -> int:
     otlp_dir.mkdir()
     (otlp_dir / "traces.jsonl").write_bytes(b"\n".join(json_bodies) + b"\n")
 
-    figures = {}  # name -> (spans, wall seconds, CPU seconds or None)
-    for name, bodies, headers in (
-            ("receiver, protobuf", proto_bodies, {"Content-Type": "application/x-protobuf"}),
-            ("receiver, protobuf + gzip", gzip_bodies,
-             {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}),
-            ("receiver, OTLP/JSON", json_bodies, {"Content-Type": "application/json"})):
-        wall, cpu = measure_receiver(work, name.replace(" ", "_").replace(",", ""), bodies,
-                                     headers, args.clients, n_spans)
-        figures[name] = (n_spans, wall, cpu)
-
-    store = Store(None)
-    t0 = time.perf_counter()
-    report = store.load(otlp_dir)
-    figures["baseline: load OTLP/JSON lines"] = (n_spans, time.perf_counter() - t0, None)
-    store.close()
-    assert report.spans_added == n_spans and not report.problems, report.problems[:3]
-    t0 = time.perf_counter()
-    analysis = analyze(otlp_dir, db=":memory:")
-    figures["baseline: analyze OTLP/JSON lines"] = (n_spans, time.perf_counter() - t0, None)
-    assert analysis.summary.spans == n_spans
-    analysis.close()
+    figures = {}  # name -> (spans, wall seconds, CPU seconds or None): medians of the rounds
+    runs: dict = {}
+    steps = (("receiver, protobuf", proto_bodies, {"Content-Type": "application/x-protobuf"}),
+             ("receiver, protobuf + gzip", gzip_bodies,
+              {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}),
+             ("receiver, OTLP/JSON", json_bodies, {"Content-Type": "application/json"}))
+    warm = Store(None)  # imports and DuckDB's first use, outside the timings
+    warm.load(otlp_dir)
+    warm.close()
+    for round_no in range(args.repeat):
+        for name, bodies, headers in steps:
+            wall, cpu = measure_receiver(work, f"{name.replace(' ', '_').replace(',', '')}"
+                                         f"_{round_no}", bodies, headers, args.clients,
+                                         n_spans)
+            runs.setdefault(name, []).append((wall, cpu))
+        store = Store(None)
+        t0 = time.perf_counter()
+        report = store.load(otlp_dir)
+        runs.setdefault("baseline: load OTLP/JSON lines", []).append(
+            (time.perf_counter() - t0, None))
+        store.close()
+        assert report.spans_added == n_spans and not report.problems, report.problems[:3]
+        t0 = time.perf_counter()
+        analysis = analyze(otlp_dir, db=":memory:")
+        runs.setdefault("baseline: analyze OTLP/JSON lines", []).append(
+            (time.perf_counter() - t0, None))
+        assert analysis.summary.spans == n_spans
+        analysis.close()
+    ranges = {}
+    for name, got in runs.items():
+        wall = statistics.median(w for w, _ in got)
+        cpus = [c for _, c in got if c is not None]
+        figures[name] = (n_spans, wall, statistics.median(cpus) if cpus else None)
+        ranges[name] = f"{min(w for w, _ in got):.2f}-{max(w for w, _ in got):.2f}"
 
     mb = {name: sum(map(len, b)) / 1e6 for name, b in (
         ("protobuf", proto_bodies), ("gzip", gzip_bodies), ("JSON", json_bodies))}
@@ -217,12 +233,14 @@ def run(args, work: Path) -> int:
           f"requests of {args.batch}; bodies {mb['protobuf']:.1f} MB protobuf, "
           f"{mb['gzip']:.1f} MB gzip'ed, {mb['JSON']:.1f} MB JSON; {args.clients} clients; "
           f"Python {platform.python_version()}, {os.cpu_count()} CPUs")
-    print(f"{'step':<36}{'spans':>9}{'seconds':>10}{'spans/s':>12}{'CPU s':>9}"
+    print(f"medians of {args.repeat} interleaved rounds (min-max seconds)")
+    print(f"{'step':<36}{'spans':>9}{'seconds':>10}{'(min-max)':>13}{'spans/s':>12}{'CPU s':>9}"
           f"{'spans/CPU-s':>13}")
     for name, (n, wall, cpu) in figures.items():
         per_cpu = f"{n / cpu:>13,.0f}" if cpu else f"{'':>13}"
         cpu_s = f"{cpu:>9.3f}" if cpu is not None else f"{'':>9}"
-        print(f"{name:<36}{n:>9}{wall:>10.3f}{n / wall:>12,.0f}{cpu_s}{per_cpu}")
+        print(f"{name:<36}{n:>9}{wall:>10.3f}{ranges[name]:>13}{n / wall:>12,.0f}{cpu_s}"
+              f"{per_cpu}")
     base = figures["baseline: analyze OTLP/JSON lines"]
     for name in ("receiver, protobuf", "receiver, OTLP/JSON"):
         n, wall, _ = figures[name]

@@ -136,16 +136,9 @@ class Loader:
                 read_whole_files.append((src, row[0], size))
             else:
                 pending.append((src, row, size))
-        if new_files:  # one statement for every new file (there can be thousands)
-            import pandas as pd
-
-            self.con.register("new_files", pd.DataFrame(new_files,
-                                                        columns=["file_id", "path", "format"]))
-            try:
-                self._x("INSERT INTO loaded_files SELECT file_id, path, format, 0, 0, 0, 0, "
-                        "current_timestamp FROM new_files")
-            finally:
-                self.con.unregister("new_files")
+        for chunk in _chunks(new_files):  # a statement per many new files (thousands of them)
+            self._x("INSERT INTO loaded_files SELECT *, 0, 0, 0, 0, current_timestamp FROM "
+                    f"(VALUES {_placeholders(chunk)})", [v for row in chunk for v in row])
         for fmt, files in whole.items():
             for batch in _groups(files, BATCH_BYTES):  # a progress step per group of files
                 pending.extend(self._load_whole_files(fmt, batch, report, progress,
@@ -230,19 +223,14 @@ class Loader:
             self.con.executemany(
                 "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
                 [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
-        import pandas as pd
-
-        done = pd.DataFrame([(fid, size, 0, added + sampled, len(probs))
-                             for _, fid, added, sampled, _, size, probs in accounts],
-                            columns=["file_id", "used", "lines", "added", "problems"])
-        self.con.register("accounted", done)
-        try:
+        done = [(fid, size, 0, added + sampled, len(probs))
+                for _, fid, added, sampled, _, size, probs in accounts]
+        for chunk in _chunks(done):
             self._x("UPDATE loaded_files SET loaded_bytes = a.used, loaded_lines = a.lines, "
                     "records = records + a.added, problems = loaded_files.problems + a.problems, "
-                    "loaded_at = current_timestamp FROM accounted a "
-                    "WHERE loaded_files.file_id = a.file_id")
-        finally:
-            self.con.unregister("accounted")
+                    f"loaded_at = current_timestamp FROM (VALUES {_placeholders(chunk)}) "
+                    "AS a(file_id, used, lines, added, problems) "
+                    "WHERE loaded_files.file_id = a.file_id", [v for row in chunk for v in row])
 
     def _forget(self, file_id: int, src: Source) -> None:
         """Drop what a file loaded before: its spans, its problems, its counts."""
@@ -469,6 +457,17 @@ def _temp_jsonl(data: bytes):
         yield path
     finally:
         os.unlink(path)
+
+
+def _chunks(rows: list, size: int = 500) -> list:
+    """``rows`` in chunks of at most ``size`` (one statement each)."""
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
+def _placeholders(rows: list) -> str:
+    """``(?, ?), (?, ?)`` for rows of equal length (parameters, never values in the SQL)."""
+    one = "(" + ", ".join("?" * len(rows[0])) + ")"
+    return ", ".join([one] * len(rows))
 
 
 def _groups(files: list, limit: int) -> list:
