@@ -37,9 +37,11 @@ class _Slow(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
-    """Run every scenario once, traced into one directory, then load and analyse it."""
+    """Run every scenario once, traced into one directory with the in-process sampler on (on
+    a loaded machine, the counters are what tell a computing task that waited for a CPU from
+    one that waited on I/O), then load and analyse it."""
     d = tmp_path_factory.mktemp("scenarios")
-    agentscope.init(d, service="scenarios", flush_interval_s=0.1)
+    agentscope.init(d, service="scenarios", flush_interval_s=0.1, collect=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}/"
