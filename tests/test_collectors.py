@@ -701,3 +701,20 @@ def test_the_idle_gil_probe_wakes_when_a_thread_starts(tmp_path):
     # 10 Hz; idling on, it would take its first and its last only
     assert len(waits) >= 4, waits
     assert max(waits) >= 0.001  # and they saw the contention
+
+
+def test_a_later_init_without_collect_starts_no_probe(tmp_path, monkeypatch):
+    # the sampler sets AGENTSCOPE_COLLECT=gil for its children; shutdown() puts it back, or a
+    # later init() in the same process started a GIL probe nobody asked for
+    import agentscope
+
+    monkeypatch.delenv("AGENTSCOPE_COLLECT", raising=False)
+    agentscope.init(tmp_path / "a", flush_interval_s=0.1, collect=True)
+    agentscope.shutdown()
+    assert "AGENTSCOPE_COLLECT" not in os.environ
+    agentscope.init(tmp_path / "b", flush_interval_s=0.1)
+    with agentscope.stage("tool"):
+        pass
+    agentscope.shutdown()
+    assert not list((tmp_path / "b").glob("samples-*-gil.jsonl"))
+    assert not list((tmp_path / "b").glob("samples-*-collector.jsonl"))

@@ -45,6 +45,11 @@ LEAN_PROVIDER = LeanTracerProvider()
 
 _init_lock = threading.RLock()
 _atexit_registered = False
+_UNSET = object()
+# AGENTSCOPE_COLLECT as it was before a sampler set it for this process's children; restored at
+# shutdown, so that a later init() in the same process does not start a GIL probe it was not
+# asked for
+_collect_env_before: Any = _UNSET
 
 
 def _env_float(environ: Mapping[str, str], name: str, default: Optional[float]) -> Optional[float]:
@@ -207,6 +212,9 @@ def _start_sampler(directory: Path, hz: float, full: bool = True) -> Any:
         propagation.thread_start_hooks.append(sampler.wake)
         # child processes are in this process's tree and on this host: they only probe their
         # own interpreter lock (an instrumented child inherits the environment)
+        global _collect_env_before
+        if _collect_env_before is _UNSET:
+            _collect_env_before = os.environ.get("AGENTSCOPE_COLLECT")
         os.environ["AGENTSCOPE_COLLECT"] = "gil"
         return sampler
     except Exception as e:
@@ -230,10 +238,22 @@ def shutdown(timeout_s: float = 5.0) -> None:
                 rt.sampler.stop(min(timeout_s, 2.0))
             except Exception as e:  # never raise at shutdown
                 log_once("sampler-stop", "agentscope: error stopping the sampler (%r)", e)
+            _restore_collect_env()
         try:
             rt.writer.shutdown(timeout_s)
         except Exception as e:  # never raise at shutdown
             log_once("shutdown", "agentscope: error while flushing traces (%r)", e)
+
+
+def _restore_collect_env() -> None:
+    global _collect_env_before
+    if _collect_env_before is _UNSET:
+        return
+    if _collect_env_before is None:
+        os.environ.pop("AGENTSCOPE_COLLECT", None)
+    else:
+        os.environ["AGENTSCOPE_COLLECT"] = _collect_env_before
+    _collect_env_before = _UNSET
 
 
 def flush(timeout_s: Optional[float] = None) -> bool:
