@@ -603,7 +603,11 @@ def test_a_forked_child_does_not_write_the_parents_samples(tmp_path):
 
 
 def test_an_instrumented_child_of_a_sampling_process_does_not_sample_again(tmp_path):
-    child = "import agentscope; agentscope.init(); agentscope.shutdown()"
+    # the child runs a second thread for a few of the probe's periods (with one thread the
+    # probe idles: there is no lock to wait for), so a loaded machine still lets it measure
+    child = ("import threading, time, agentscope; agentscope.init(); "
+             "t = threading.Thread(target=time.sleep, args=(0.6,)); t.start(); t.join(); "
+             "agentscope.shutdown()")
     code = textwrap.dedent(f"""
         import subprocess, sys, agentscope
         agentscope.init({str(tmp_path)!r})
