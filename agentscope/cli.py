@@ -134,7 +134,7 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
         click.echo(f"{trace_dir}: {result.files} files{f' ({kinds})' if kinds else ''}, "
                    f"{result.spans} spans in {result.traces} traces, {result.samples} samples")
         for name, count in result.stages.items():
-            click.echo(f"  {name:<10} {count:>8} spans")
+            click.echo(f"  {inert(name):<10} {count:>8} spans")
         if result.duplicates:
             click.echo(f"  {result.duplicates} duplicate spans (same trace_id, span_id) ignored")
         if result.spans_dropped_by_writers:

@@ -277,3 +277,32 @@ def test_thousands_of_one_trace_files_load_together_and_once(tmp_path):
         assert per_file == (6, 6, 300)
     with agentscope.analyze(tmp_path) as again:
         assert again.load.files_unchanged == 300 and again.load.spans_added == 0
+
+
+def test_an_otlp_file_read_another_way_than_before_is_read_again_from_its_start(tmp_path):
+    # its first line (past the 64 KiB head) still being written: one document, not loaded;
+    # once the line is complete the file is the Collector's lines, and nothing may be lost
+    req = json.loads(OTLP.read_text())
+    for s in req["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        s["attributes"] = s.get("attributes", []) + [
+            {"key": "pad", "value": {"stringValue": "x" * 12_000}}]
+    line = json.dumps(req)
+    path = tmp_path / "collector.jsonl"
+    path.write_text(line[: len(line) - 100])
+    with agentscope.analyze(tmp_path) as a:
+        assert a.load.formats == {"otlp": 1} and len(a.problems) == 1
+    path.write_text(line + "\n")
+    with agentscope.analyze(tmp_path) as a:
+        assert a.load.formats == {"otlp-lines": 1}
+        assert a.query_rows("SELECT count(*) FROM spans")[1][0][0] == 7
+        assert not a.problems  # the old one is gone with what it was about
+
+
+def test_a_broken_file_that_is_fixed_loses_its_old_problem(tmp_path):
+    path = tmp_path / "t.jsonl.gz"
+    path.write_bytes(b"\x1f\x8b" + b"garbage" * 10)
+    with agentscope.analyze(tmp_path) as a:
+        assert len(a.problems) == 1
+    path.write_bytes(gzip.compress(TRACELAB.read_bytes()))
+    with agentscope.analyze(tmp_path) as a:
+        assert not a.problems and len(a.task_results) == 2

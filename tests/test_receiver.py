@@ -438,7 +438,7 @@ def _stream_until_gone(url: str, acked: list, lock: threading.Lock, worker: int)
         first = (worker * 100_000 + k) * 25 + 1
         try:
             status = post(url, proto_request(first, 25))[0]
-        except OSError:
+        except (OSError, http.client.HTTPException):  # gone mid-answer (an unread 503 body)
             return
         if status == 200:
             with lock:

@@ -449,6 +449,9 @@ def _grpc_server(receiver: Receiver):
     server = grpc.server(ThreadPoolExecutor(max_workers=receiver.max_in_flight,
                                             thread_name_prefix="agentscope-grpc"),
                          handlers=(handler,),
+                         # at most this many requests held at once (memory), as over HTTP:
+                         # beyond it grpcio answers RESOURCE_EXHAUSTED and the exporter retries
+                         maximum_concurrent_rpcs=receiver.max_in_flight,
                          options=[("grpc.max_receive_message_length", receiver.max_body)])
     host = f"[{receiver.address}]" if ":" in receiver.address else receiver.address
     port = server.add_insecure_port(f"{host}:{receiver.grpc_port}")

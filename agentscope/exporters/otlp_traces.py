@@ -209,7 +209,8 @@ def critical_path_attributes(analysis: Any) -> dict:
     longest = [groups[key][2][main][1] for key, main in zip(keys, mains)]
     words = sec.evidence.texts_at(longest) if keys else []
     confidence = sec.confidence.tolist()
-    basis = np.asarray(BASES, dtype=object)[np.asarray(sec.basis, dtype=np.int64)].tolist()
+    basis = (np.asarray(BASES, dtype=object)[np.asarray(sec.basis, dtype=np.int64)].tolist()
+             if sec.basis is not None else [BASES[0]] * len(sec))  # None: all measured
     out = {}
     for key, main, k, text in zip(keys, mains, longest, words):
         total, per_class, _ = groups[key]

@@ -35,7 +35,7 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
                   f"{s.critical_path_s:.3f} s on critical paths; "
                   f"orchestration {s.orchestration_share:.1%} of it")
     _basis(console, s)
-    fleet = Table(title=f"Where the critical-path time went ({basis_words(s)})",
+    fleet = Table(title=f"Where the critical-path time went; the classes: {basis_words(s)}",
                   title_justify="left")
     for c in CLASSES:
         fleet.add_column(c, justify="right", style=COLOURS[c])
@@ -44,7 +44,7 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
                   ", ".join(f"{n} {c}" for c, n in s.bottlenecks.items()) or "-")
     console.print(fleet)
     for line in gpu_lines(s):
-        console.print(line, markup=False, highlight=False)
+        console.print(inert(line), markup=False, highlight=False)
     for label, t in featured(analysis.task_results):
         _timeline(console, label, t)
     tasks = sorted(analysis.task_results, key=lambda t: -t.duration_ns)
@@ -115,7 +115,7 @@ def _timeline(console: Console, label: str, t: Any) -> None:
             console.print(f"  {'':18} {_cell(what)}", highlight=False)
             continue
         console.print(f"  {when:>18} {_cell(f'{what:<{wide}}')} "
-                      f"[{COLOURS[cls]}]{cls:<6}|{fill}|[/]", highlight=False)
+                      f"[{COLOURS[cls]}]{cls:<8}|{fill}|[/]", highlight=False)
     if t.evidence:
         console.print(f"  evidence: {inert(t.evidence[0])}", markup=False, highlight=False)
 
@@ -181,13 +181,13 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
                       f"{t.confidence:.2f})", "", "```"]
         for when, what, cls, fill in timeline_lines(t):
             what = what.replace("`", "'")  # cannot close the code block
-            row = f"{when:>18} {what[:36]:<36} {cls:<6}{'|' + fill + '|' if cls else ''}"
+            row = f"{when:>18} {what[:36]:<36} {cls:<8}{'|' + fill + '|' if cls else ''}"
             lines.append(row.rstrip())
         lines.append("```")
         if t.evidence:
             lines.append(f"Evidence: {_md(t.evidence[0])}")
     if problems:
-        lines += ["", f"{len(problems)} input problems, e.g. `{problems[0]}`"]
+        lines += ["", f"{len(problems)} input problems, e.g. {_md(problems[0])}"]
     return "\n".join(lines) + "\n"
 
 

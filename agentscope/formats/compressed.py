@@ -15,6 +15,7 @@ from typing import Optional
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 MAX_BYTES = 4 << 30  # a decompressed file larger than this is refused (a zip bomb, or a mistake)
+CHUNK = 1 << 20
 
 
 class CompressedError(ValueError):
@@ -74,26 +75,37 @@ def read_head(path: "str | os.PathLike[str]", n: int) -> tuple:
 def read_all(path: "str | os.PathLike[str]", kind: Optional[str]) -> bytes:
     """The whole decompressed content of a file (``kind`` from :func:`compression`). Raises
     OSError, and CompressedError for a corrupt or truncated compressed file (the message says
-    which) or one that decompresses past :data:`MAX_BYTES`."""
+    which) or one that decompresses past :data:`MAX_BYTES` (read a chunk at a time: memory
+    grows with what the file holds, not with the limit)."""
     with open(path, "rb") as f:
         if kind is None:
             return f.read()
         if kind == "gzip":
             try:
                 with gzip.GzipFile(fileobj=f) as g:
-                    data = g.read(MAX_BYTES + 1)
+                    return _bounded(g.read)
             except EOFError:
                 raise CompressedError("truncated gzip file (it ends before the compressed "
                                       "stream does)") from None
             except (OSError, zlib.error) as e:
                 raise CompressedError(f"not a valid gzip file: {e}") from None
-        else:
-            zstandard = _zstd()
-            try:
-                data = zstandard.ZstdDecompressor().stream_reader(
-                    io.BufferedReader(f), read_across_frames=True).read(MAX_BYTES + 1)
-            except zstandard.ZstdError as e:
-                raise CompressedError(f"not a valid zstd file: {e}") from None
-    if len(data) > MAX_BYTES:
-        raise CompressedError(f"decompresses to more than {MAX_BYTES >> 30} GiB; not read")
-    return data
+        zstandard = _zstd()
+        try:
+            reader = zstandard.ZstdDecompressor().stream_reader(io.BufferedReader(f),
+                                                                read_across_frames=True)
+            return _bounded(reader.read)
+        except zstandard.ZstdError as e:
+            raise CompressedError(f"not a valid zstd file: {e}") from None
+
+
+def _bounded(read) -> bytes:
+    """What ``read(n)`` gives until it is exhausted, at most :data:`MAX_BYTES`."""
+    parts, total = [], 0
+    while True:
+        chunk = read(CHUNK)
+        if not chunk:
+            return b"".join(parts)
+        total += len(chunk)
+        if total > MAX_BYTES:
+            raise CompressedError(f"decompresses to more than {MAX_BYTES >> 30} GiB; not read")
+        parts.append(chunk)

@@ -78,7 +78,9 @@ def hidden(root: Path, path: Path) -> bool:
 def find(source: "str | os.PathLike[str]") -> tuple:
     """(the loadable :class:`Source` s, the :class:`Skipped` files) of a directory or a single
     file, sorted by path. Raises FileNotFoundError if ``source`` does not exist."""
-    path = Path(source)
+    # absolute, so that a file is named alike however the source was spelled (its problems
+    # are kept by that name from one load to the next)
+    path = Path(source).absolute()
     if path.is_file():
         return _classify([path], path.parent)
     if not path.is_dir():
@@ -112,14 +114,15 @@ def _first_line_is_a_request(head: bytes, path: Path) -> bool:
         # the whole file on one line, or a first line longer than the head: lines (the
         # Collector's, or one compact document, which reads the same way) when the file ends
         # with a newline; else one document (json.dump writes none)
-        return len(head) >= HEAD_BYTES and _ends_with_newline(path)
+        return len(head) >= HEAD_BYTES and ends_with_newline(path)
     try:
         return isinstance(json.loads(line), dict)
     except (ValueError, RecursionError):
         return False
 
 
-def _ends_with_newline(path: Path) -> bool:
+def ends_with_newline(path: Path) -> bool:
+    """Whether the file's last byte is a newline (False for an empty or unreadable file)."""
     try:
         with open(path, "rb") as f:
             f.seek(-1, os.SEEK_END)
