@@ -82,6 +82,19 @@ def _kv(attrs):
     return out
 
 
+def otlp_span(r: SpanRecord, extra: dict) -> dict:
+    """An OTLP/JSON span of a generated record: its attributes, its stage and ``extra``."""
+    attrs = dict(r.attrs)
+    attrs["agentscope.stage"] = r.stage
+    attrs.update(extra)
+    span = {"traceId": r.trace_id, "spanId": r.span_id, "name": r.name, "kind": 1,
+            "startTimeUnixNano": str(r.start_ns), "endTimeUnixNano": str(r.end_ns),
+            "attributes": _kv(attrs)}
+    if r.parent_span_id:
+        span["parentSpanId"] = r.parent_span_id
+    return span
+
+
 def write_otlp_lines(path: Path, tasks: int, spans_per_request: int = 500, **kw) -> int:
     """OTLP/JSON, one ExportTraceServiceRequest per line (the Collector file exporter)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,15 +107,7 @@ def write_otlp_lines(path: Path, tasks: int, spans_per_request: int = 500, **kw)
                                                           "spans": batch}]}]}
             f.write(json.dumps(request, separators=(",", ":")) + "\n")
         for r in generate(tasks, **kw):
-            attrs = dict(r.attrs)
-            attrs["agentscope.stage"] = r.stage
-            attrs["agentscope.cpu.thread_ns"] = r.thread_cpu_ns
-            span = {"traceId": r.trace_id, "spanId": r.span_id, "name": r.name, "kind": 1,
-                    "startTimeUnixNano": str(r.start_ns), "endTimeUnixNano": str(r.end_ns),
-                    "attributes": _kv(attrs)}
-            if r.parent_span_id:
-                span["parentSpanId"] = r.parent_span_id
-            batch.append(span)
+            batch.append(otlp_span(r, {"agentscope.cpu.thread_ns": r.thread_cpu_ns}))
             n += 1
             if len(batch) >= spans_per_request:
                 flush()

@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gen_traces import generate  # noqa: E402
+from gen_traces import generate, otlp_span  # noqa: E402
 
 from agentscope import semconv  # noqa: E402
 
@@ -80,15 +80,9 @@ def otlp_json_requests(tasks: int, batch: int) -> tuple:
         spans.clear()
 
     for r in generate(tasks, spans_per_task=104):
-        attrs = [_kv(k, v) for k, v in r.attrs.items()] + [_kv(semconv.STAGE, r.stage)]
-        attrs += [_kv(attr, getattr(r, col)) for col, attr in
-                  semconv.ACCOUNTING_ATTRIBUTES.items() if getattr(r, col) is not None]
-        span = {"traceId": r.trace_id, "spanId": r.span_id, "name": r.name, "kind": 1,
-                "startTimeUnixNano": str(r.start_ns), "endTimeUnixNano": str(r.end_ns),
-                "attributes": attrs}
-        if r.parent_span_id:
-            span["parentSpanId"] = r.parent_span_id
-        spans.append(span)
+        spans.append(otlp_span(r, {attr: getattr(r, col) for col, attr in
+                                   semconv.ACCOUNTING_ATTRIBUTES.items()
+                                   if getattr(r, col) is not None}))
         n += 1
         if len(spans) >= batch:
             flush()

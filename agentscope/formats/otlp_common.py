@@ -52,24 +52,22 @@ _is_derived = operator.methodcaller("startswith", DERIVED_PREFIX)
 
 def kind_of(raw: Any) -> str:
     """Our span kind for an OTLP ``SpanKind``: its number (or a string of one) or its name."""
-    if isinstance(raw, str):
-        raw = int(raw) if raw.isascii() and raw.isdigit() else _KINDS.get(raw, "internal")
-        if isinstance(raw, str):
-            return raw
-    if isinstance(raw, int) and 0 <= raw < len(_KIND_NAMES):
-        return _KIND_NAMES[raw]
-    return "internal"
+    return _enum(raw, _KINDS, _KIND_NAMES, "internal")
 
 
 def status_of(raw: Any) -> str:
     """Our status for an OTLP ``Status.code``: its number (or a string of one) or its name."""
+    return _enum(raw, _STATUS, _STATUS_NAMES, "unset")
+
+
+def _enum(raw: Any, by_name: Any, by_number: Any, default: str) -> str:
     if isinstance(raw, str):
-        raw = int(raw) if raw.isascii() and raw.isdigit() else _STATUS.get(raw, "unset")
+        raw = int(raw) if raw.isascii() and raw.isdigit() else by_name.get(raw, default)
         if isinstance(raw, str):
             return raw
-    if isinstance(raw, int) and 0 <= raw < len(_STATUS_NAMES):
-        return _STATUS_NAMES[raw]
-    return "unset"
+    if isinstance(raw, int) and 0 <= raw < len(by_number):
+        return by_number[raw]
+    return default
 
 
 def record(*, trace_id: str, span_id: str, parent_span_id: Optional[str], name: str, kind: str,
