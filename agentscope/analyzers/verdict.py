@@ -124,10 +124,13 @@ def partial_words(summary: Any) -> "str | None":
     """Spans of partial traces and spans the walks left off, in words (None: none)."""
     if not summary.orphan_spans and not summary.spans_off_path:
         return None
-    return (f"{summary.orphan_spans} spans whose parent is not in the traces "
-            f"({summary.orphan_roots} walked as roots, the rest adopted by their trace's root); "
-            f"{summary.spans_off_path} spans left off the critical paths (outside their parent, "
-            "or not blocking it)")
+    adopted = summary.orphan_spans - summary.orphan_roots
+    how = ", ".join(part for part in (
+        f"{adopted} adopted by their trace's root" if adopted else "",
+        f"{summary.orphan_roots} walked as roots" if summary.orphan_roots else "") if part)
+    return (f"{summary.orphan_spans} spans whose parent is not in the traces"
+            + (f" ({how})" if how else "") + f"; {summary.spans_off_path} spans left off the "
+            "critical paths (outside their parent, or not blocking it)")
 
 
 def guess_warning(summary: Any) -> "str | None":
