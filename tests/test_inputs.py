@@ -306,3 +306,14 @@ def test_a_broken_file_that_is_fixed_loses_its_old_problem(tmp_path):
     path.write_bytes(gzip.compress(TRACELAB.read_bytes()))
     with agentscope.analyze(tmp_path) as a:
         assert not a.problems and len(a.task_results) == 2
+
+
+def test_only_a_request_is_otlp_not_another_export_that_holds_one(tmp_path):
+    from agentscope.store.otlp import looks_like_otlp
+
+    assert looks_like_otlp(b'  {\n  "resourceSpans": [') and looks_like_otlp(b'{"resource_spans":')
+    assert not looks_like_otlp(b'{"trace": {"metadata": {"resourceSpans": []}}}')
+    doc = OTLP.read_bytes()
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + doc)  # a BOM some editors write
+    with agentscope.analyze(tmp_path, db=":memory:") as a:
+        assert not a.problems and a.load.formats == {"otlp": 1} and a.summary.spans == 7

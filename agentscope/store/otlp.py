@@ -10,6 +10,7 @@ receiver; this module reads the files.
 from __future__ import annotations
 
 import json
+import re
 from typing import Iterator
 
 from ..errors import TraceFormatError
@@ -20,9 +21,14 @@ from ..records import SpanRecord
 __all__ = ["attributes", "looks_like_otlp", "read", "spans_of_request", "value_of"]
 
 
+# an ExportTraceServiceRequest (or TracesData) has one field: it is the first key (another
+# tool's export that holds an OTLP request somewhere inside is not one)
+_OTLP_START = re.compile(rb'\A\s*(?:\xef\xbb\xbf)?\{\s*"resource(?:Spans|_spans)"\s*:')
+
+
 def looks_like_otlp(head: bytes) -> bool:
-    """Whether the first bytes of a file look like an OTLP/JSON traces request."""
-    return b'"resourceSpans"' in head or b'"resource_spans"' in head
+    """Whether the first bytes of a file are an OTLP/JSON traces request."""
+    return _OTLP_START.match(head) is not None
 
 
 def read(path: str, errors: list) -> Iterator[SpanRecord]:
@@ -36,7 +42,7 @@ def otlp_records(data: bytes, path: str, errors: list):
     """The spans of an OTLP/JSON file's content: one request, or one request per line. A
     document that is not valid JSON and whose first line is not a complete request either is
     one problem (a truncated or broken document), not one per line."""
-    text = data.decode("utf-8", errors="replace").strip()
+    text = data.decode("utf-8", errors="replace").strip().lstrip("\ufeff")
     if not text:
         return
     try:
