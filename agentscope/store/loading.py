@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
-import re
 import tempfile
 from typing import Any, Callable, Iterable, Optional
 
@@ -31,11 +29,11 @@ from . import otlp_arrow
 from .inputs import Source, ends_with_newline, find
 from ..formats.lines import numbered_lines
 from .otlp import otlp_lines
-from .readers import read_whole
+from .rows import chunks, placeholders, span_row
+from .whole import WholeFiles
 from .schema import SAMPLE_COLUMNS, SPAN_COLUMNS, sql
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
-WHOLE_BATCH_RECORDS = 200_000  # records of files read whole, inserted together
 
 _VALID_SPAN = """
     trace_id IS NOT NULL AND regexp_full_match(trace_id, '[0-9a-f]{32}')
@@ -79,7 +77,7 @@ def sources(source: "str | os.PathLike[str]") -> tuple:
     return find(source)
 
 
-class Loader:
+class Loader(WholeFiles):
     """One load of a trace directory into a :class:`~agentscope.store.duckdb_store.Store`
     (given as the store, whose connection it uses)."""
 
@@ -144,12 +142,12 @@ class Loader:
                 read_whole_files.append((src, row[0], size))
             else:
                 pending.append((src, row, size))
-        for chunk in _chunks(stale):
+        for chunk in chunks(stale):
             self._x(f"DELETE FROM load_problems WHERE path IN ({', '.join('?' * len(chunk))})",
                     chunk)
-        for chunk in _chunks(new_files):  # a statement per many new files (thousands of them)
+        for chunk in chunks(new_files):  # a statement per many new files (thousands of them)
             self._x("INSERT INTO loaded_files SELECT *, 0, 0, 0, 0, current_timestamp FROM "
-                    f"(VALUES {_placeholders(chunk)})", [v for row in chunk for v in row])
+                    f"(VALUES {placeholders(chunk)})", [v for row in chunk for v in row])
         for fmt, files in whole.items():
             for batch in _groups(files, BATCH_BYTES):  # a progress step per group of files
                 pending.extend(self._load_whole_files(fmt, batch, report, progress,
@@ -166,82 +164,6 @@ class Loader:
             from ..semconv import stage_sql
             self._x(stage_sql(sql("stages_from_conventions.sql")), {"file_ids": span_file_ids})
         return report
-
-    def _load_read_whole(self, files: list, report: LoadReport,
-                         progress: Optional[Callable[[int], None]], span_file_ids: list) -> None:
-        """Files read whole by their reader (foreign formats, OTLP documents, compressed files):
-        their records inserted together, a batch of files at a time (a Langfuse or any-agent
-        export is one small file per trace: one insert each would cost more than reading)."""
-        batch: list = []  # (src, file_id, size, spans, samples, problems)
-        held = 0
-        for src, file_id, size in files:
-            problems: list = []
-            spans, samples = read_whole(src, problems)
-            batch.append((src, file_id, size, spans, samples, problems))
-            held += len(spans) + len(samples)
-            if held >= WHOLE_BATCH_RECORDS:
-                self._insert_read_whole(batch, report, progress, span_file_ids)
-                batch, held = [], 0
-        if batch:
-            self._insert_read_whole(batch, report, progress, span_file_ids)
-
-    def _insert_read_whole(self, batch: list, report: LoadReport,
-                           progress: Optional[Callable[[int], None]],
-                           span_file_ids: list) -> None:
-        rows = [_row(r) + (fid,) for _, fid, _, spans, _, _ in batch for r in spans]
-        added_by_file: dict = {}
-        if rows:
-            import pandas as pd
-
-            self.con.register("incoming", pd.DataFrame(rows, columns=[*SPAN_COLUMNS,
-                                                                      "file_id"]))
-            try:
-                self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
-                        + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
-                        + ", CAST(file_id AS INTEGER) AS file_id FROM incoming")
-                # the first of repeated spans is kept: the earliest file's
-                self._insert_spans("s.file_id", order="file_id")
-                ids = sorted({fid for _, fid, _, spans, _, _ in batch if spans})
-                added_by_file = dict(self._x(
-                    "SELECT file_id, count(*) FROM spans WHERE file_id IN (SELECT unnest(?)) "
-                    "GROUP BY ALL", [ids]))
-            finally:
-                self.con.unregister("incoming")
-                self._x("DROP TABLE IF EXISTS staging")
-        accounts = []
-        for src, fid, size, spans, samples, problems in batch:
-            added = added_by_file.get(fid, 0)
-            sampled = self._insert_samples(samples, fid) if samples else 0
-            accounts.append((src, fid, added, sampled, len(spans) - added, size, problems))
-            if progress:
-                progress(size)
-        self._account_many(report, accounts, span_file_ids)
-
-    def _account_many(self, report: LoadReport, accounts: list, span_file_ids: list) -> None:
-        """:meth:`_account` for many files at once, in a few statements."""
-        problems = [p for a in accounts for p in a[6]]
-        for src, fid, added, sampled, dups, _, _ in accounts:
-            report.files_loaded += 1
-            report.duplicates += dups
-            report.spans_added += added
-            report.samples_added += sampled
-            if src.format != "samples":
-                span_file_ids.append(fid)
-        report.problems.extend(problems)
-        self._x("DELETE FROM load_problems WHERE torn AND path IN (SELECT unnest(?))",
-                [[str(a[0].path) for a in accounts]])
-        if problems:
-            self.con.executemany(
-                "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
-                [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
-        done = [(fid, size, 0, added + sampled, len(probs))
-                for _, fid, added, sampled, _, size, probs in accounts]
-        for chunk in _chunks(done):
-            self._x("UPDATE loaded_files SET loaded_bytes = a.used, loaded_lines = a.lines, "
-                    "records = records + a.added, problems = loaded_files.problems + a.problems, "
-                    f"loaded_at = current_timestamp FROM (VALUES {_placeholders(chunk)}) "
-                    "AS a(file_id, used, lines, added, problems) "
-                    "WHERE loaded_files.file_id = a.file_id", [v for row in chunk for v in row])
 
     def _forget(self, file_id: int, src: Source) -> None:
         """Drop what a file loaded before: its spans, its problems, its counts."""
@@ -434,7 +356,7 @@ class Loader:
         return added, dups, problems
 
     def _insert_records(self, records: Iterable[SpanRecord], file_id: int) -> tuple:
-        rows = [_row(r) for r in records]
+        rows = [span_row(r) for r in records]
         if not rows:
             return 0, 0
         import pandas as pd
@@ -479,17 +401,6 @@ def _temp_jsonl(data: bytes):
         os.unlink(path)
 
 
-def _chunks(rows: list, size: int = 500) -> list:
-    """``rows`` in chunks of at most ``size`` (one statement each)."""
-    return [rows[i:i + size] for i in range(0, len(rows), size)]
-
-
-def _placeholders(rows: list) -> str:
-    """``(?, ?), (?, ?)`` for rows of equal length (parameters, never values in the SQL)."""
-    one = "(" + ", ".join("?" * len(rows[0])) + ")"
-    return ", ".join([one] * len(rows))
-
-
 def _groups(files: list, limit: int) -> list:
     """Consecutive groups of (src, file_id, size) of at most ``limit`` bytes (at least one
     file each): read in parallel within a group, with progress between groups."""
@@ -512,28 +423,3 @@ def _pending(batch: list) -> list:
 
 def _struct(columns: dict) -> str:
     return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
-
-
-# a lone UTF-16 surrogate (valid in a JSON string escape, so Python's json accepts one) is not
-# text: DuckDB rejects the JSON that holds one. It becomes U+FFFD, as an invalid byte does.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _text(value: "str | None") -> "str | None":
-    return value if value is None or value.isascii() else _SURROGATE.sub("\ufffd", value)
-
-
-def _json(value: object) -> str:
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
-
-
-def _row(r: SpanRecord) -> tuple:
-    events = _json([{"name": e.name, "time_ns": e.time_ns, "attrs": dict(e.attrs)}
-                    for e in r.events]) if r.events else "[]"
-    links = _json([{"trace_id": k.trace_id, "span_id": k.span_id, "attrs": dict(k.attrs)}
-                   for k in r.links]) if r.links else "[]"
-    return (r.trace_id, r.span_id, r.parent_span_id, _text(r.name), _text(r.stage), r.kind,
-            r.start_ns, r.end_ns, r.status, _text(r.status_message), _text(r.service),
-            _text(r.host), r.pid, r.tid, r.thread_cpu_ns, r.child_cpu_ns, r.children, r.vcsw,
-            r.ivcsw, r.minflt, r.majflt, r.child_majflt, _json(dict(r.attrs)), events, links)
