@@ -2,7 +2,8 @@
 ``grafana-foundation-sdk`` builders, and a provisioning file that loads them.
 
 Two dashboards: the **fleet overview** (where the critical-path time goes, the bottleneck of
-tasks, GPU idle and what the critical paths did meanwhile, orchestration share, tasks per hour,
+tasks, GPU idle and what the critical paths did meanwhile, orchestration share, what the
+verdicts rest on (measured, stage labels, untraced), tasks per hour,
 tail latency by lane) and the **hosts and GPUs** view (the sampler's latest counters). Every
 panel queries a Prometheus data source chosen by the dashboard's ``datasource`` variable.
 
@@ -28,6 +29,8 @@ FLEET = [
         ("sum by (bottleneck) (agentscope_tasks_total)", "{{bottleneck}}")]),
     ("Orchestration share of critical paths", "stat", "percentunit", [
         ("agentscope_orchestration_ratio", "orchestration")]),
+    ("What the verdicts rest on (share of critical-path time)", "stat", "percentunit", [
+        ("agentscope_critical_path_basis_ratio", "{{basis}}")]),
     ("GPU idle", "stat", "percentunit", [
         ("agentscope_gpu_idle_ratio", "{{gpu}}@{{host}}")]),
     ("While the GPU sat idle, the critical paths were", "bargauge", "percentunit", [
