@@ -130,8 +130,8 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.formats.items()))
-        click.echo(f"{trace_dir}: {result.files} files{f' ({kinds})' if kinds else ''}, "
+        kinds = ", ".join(f"{k}: {n}" for k, n in sorted(result.formats.items()))
+        click.echo(f"{trace_dir}: {result.files} files{f' (by format: {kinds})' if kinds else ''}, "
                    f"{result.spans} spans in {result.traces} traces, {result.samples} samples")
         for name, count in result.stages.items():
             click.echo(f"  {inert(name):<10} {count:>8} spans")
@@ -344,7 +344,7 @@ def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
     \b
     Examples:
         agentscope collect --out traces/ --pid 4242
-        agentscope collect --out traces/ --hz 100 --model-server localhost:8000
+        agentscope collect --out traces/ --hz 100 --model-server http://127.0.0.1:8000/metrics
     """
     import os
 
@@ -392,11 +392,11 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
               help="Address to listen on (0.0.0.0: every interface).")
 @_db_option
 @click.option("--refresh", type=float, default=15.0, show_default=True,
-              help="Seconds between loads of what was appended to TRACE_DIR (at a scrape).")
+              help="Seconds between loads of what was appended to SOURCE (at a scrape).")
 def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: float) -> None:
-    """Expose TRACE_DIR's analysis as Prometheus metrics on http://ADDRESS:PORT/metrics.
+    """Expose SOURCE's analysis as Prometheus metrics on http://ADDRESS:PORT/metrics.
 
-    Computed at scrape time: new lines in TRACE_DIR (a live `agentscope run` writing into it)
+    Computed at scrape time: new lines in SOURCE (a live `agentscope run` writing into it)
     are loaded and analysed again, at most every --refresh seconds. Metric names:
     docs/grafana.md. Stops on Ctrl-C or SIGTERM.
 
@@ -458,8 +458,9 @@ def receive(out: str, address: str, port: int, grpc_port: "int | None", max_body
         raise click.UsageError(str(e)) from None
     except OSError as e:
         _fail(f"cannot receive on {address}:{port}: {e.strerror or e}")
-    _say(f"agentscope: {r.spans_accepted} spans received in {r.requests} requests "
-         f"({r.spans_rejected} rejected, {r.bad_requests} bad requests); files: "
+    _say(f"agentscope: {r.requests} requests decoded, {r.bad_requests} of them not decodable "
+         f"(400); {r.spans_accepted} spans written, {r.spans_rejected} spans rejected (named "
+         f"in the partial-success answers); files: "
          f"{', '.join(str(p) for p in r.file.paths) or 'none'}")
 
 
@@ -631,7 +632,7 @@ def scenarios_run(name: str, out: str, tasks: int, load: int, hz: float) -> None
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def scenarios_score(trace_dir: str, fmt: str) -> None:
-    """Analyse TRACE_DIR and score the verdicts against the ground truth recorded there."""
+    """Analyse SOURCE and score the verdicts against the ground truth recorded there."""
     from .scenarios import describe, score
 
     try:

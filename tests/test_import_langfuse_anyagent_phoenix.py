@@ -370,7 +370,7 @@ def test_phoenix_parquet_without_pyarrow(monkeypatch):
     records, errors = _read(phoenix.IMPORTER, Path("spans.parquet"), data)
     assert records == []
     assert [(e.path, e.reason) for e in errors] == [
-        ("spans.parquet", "Parquet needs pyarrow: pip install 'agentscope[fast]'")]
+        ("spans.parquet", phoenix.PARQUET_NEEDS_PYARROW)]
 
 
 def test_phoenix_other_json_shapes_give_the_same_records():

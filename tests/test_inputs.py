@@ -108,7 +108,7 @@ def test_check_counts_a_truncated_file_analyze_fails_on(tmp_path):
     (tmp_path / "t.json").write_text(text[: len(text) - 40])
     result = CliRunner().invoke(main, ["check", str(tmp_path)])
     assert result.exit_code == 1
-    assert "1 files (1 otlp)" in result.output and "truncated" in result.output
+    assert "1 files (by format: otlp: 1)" in result.output and "truncated" in result.output
 
 
 def test_otlp_metrics_and_logs_are_named_as_not_traces(tmp_path):

@@ -111,7 +111,7 @@ def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
         warnings.append(f"skipped {len(loud)} file{'s' if len(loud) > 1 else ''} in no trace "
                         f"format agentscope reads: {named}"
                         + (f" and {more} more" if more > 0 else "")
-                        + " (agentscope check lists them)")
+                        + "; agentscope check lists them")
     if load.files_seen == 0:
         warnings.append(f"no trace files in {source} (agentscope reads its own capture files, "
                         "OTLP JSON/protobuf, Jaeger, Langfuse, any-agent, Phoenix and TraceLab "

@@ -140,5 +140,6 @@ def guess_warning(summary: Any) -> "str | None":
     b = summary.evidence_basis or {}
     return (f"only {summary.measured_share:.0%} of the critical-path time rests on measured "
             f"evidence ({b.get('label', 0.0):.0%} on stage labels, {b.get('untraced', 0.0):.0%} "
-            "untraced): the verdicts are mostly assumed. Record resource accounting with "
-            "agentscope (its decorators, or `agentscope run`) to measure them")
+            "untraced): the verdicts are guesses from the spans' labels, or say nothing of "
+            "that time. Record resource accounting with agentscope's decorators or agentscope "
+            "run to measure it.")

@@ -110,12 +110,12 @@ def _timeline(console: Console, label: str, t: Any) -> None:
     rows = timeline_lines(t)
     wide = min(max((len(r[1]) for r in rows), default=0), 36)
     for when, what, cls, fill in rows:
-        what = what if len(what) <= wide else what[:wide - 1] + "…"
-        if not cls:
+        if not cls:  # the line that sums up the shorter sections: whole
             console.print(f"  {'':18} {_cell(what)}", highlight=False)
             continue
+        what = what if len(what) <= wide else what[:wide - 1] + "…"
         console.print(f"  {when:>18} {_cell(f'{what:<{wide}}')} "
-                      f"[{COLOURS[cls]}]{cls:<8}|{fill}|[/]", highlight=False)
+                      f"[{COLOURS[cls]}]{cls:<9}|{fill}|[/]", highlight=False)
     if t.evidence:
         console.print(f"  evidence: {inert(t.evidence[0])}", markup=False, highlight=False)
 
@@ -181,7 +181,7 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
                       f"{t.confidence:.2f})", "", "```"]
         for when, what, cls, fill in timeline_lines(t):
             what = what.replace("`", "'")  # cannot close the code block
-            row = f"{when:>18} {what[:36]:<36} {cls:<8}{'|' + fill + '|' if cls else ''}"
+            row = f"{when:>18} {what[:36]:<36} {cls:<9}{'|' + fill + '|' if cls else ''}"
             lines.append(row.rstrip())
         lines.append("```")
         if t.evidence:

@@ -1,7 +1,8 @@
 """Compressed trace files (gzip, zstd), recognised by their magic bytes, not their names.
 
-zstd needs the ``zstandard`` package (``pip install 'agentscope[zstd]'``); without it a zstd
-file is reported as a problem naming the package, and everything else still loads.
+zstd needs the ``zstandard`` package (``pip install zstandard``, or the ``[zstd]`` extra);
+without it a zstd file is reported as a problem naming the package, and everything else still
+loads.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _zstd():
         import zstandard
     except ImportError:
         raise CompressedError("zstd-compressed: reading it needs the zstandard package "
-                              "(pip install 'agentscope[zstd]')") from None
+                              "(pip install zstandard)") from None
     return zstandard
 
 

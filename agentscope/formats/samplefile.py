@@ -45,7 +45,7 @@ def decode(text: str, path: str = "<string>", line: "int | None" = None) -> Samp
     try:
         obj = json.loads(text)
     except ValueError as e:
-        raise TraceFormatError(path, line, f"not valid JSON ({e.msg} at column {e.colno})") from None
+        raise TraceFormatError(path, line, f"not valid JSON ({e.msg}, column {e.colno})") from None
     if not isinstance(obj, dict):
         raise TraceFormatError(path, line, "expected a JSON object")
     ts, metric, source, value = obj.get("ts_ns"), obj.get("metric"), obj.get("source"), obj.get("value")

@@ -141,7 +141,7 @@ def decode(text: str, path: str = "<string>", line: "int | None" = None) -> Span
     try:
         obj = json.loads(text)
     except ValueError as e:
-        raise TraceFormatError(path, line, f"not valid JSON ({e.msg} at column {e.colno})") from None
+        raise TraceFormatError(path, line, f"not valid JSON ({e.msg}, column {e.colno})") from None
     if not isinstance(obj, dict):
         raise TraceFormatError(path, line, f"expected a JSON object, found {type(obj).__name__}")
     span_id = obj.get("span_id")

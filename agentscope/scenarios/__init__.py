@@ -133,10 +133,10 @@ def describe(score_: Score) -> str:
                                          if c in recall))
     lines.append("")
     lines.append("confusion (rows: truth, columns: verdict)")
-    lines.append(f"{'':>8}" + "".join(f"{c:>8}" for c in CLASSES))
+    lines.append(f"{'':>8}" + "".join(f"{c:>9}" for c in CLASSES))
     for t, row in score_.confusion().items():
         if sum(row.values()):
-            lines.append(f"{t:>8}" + "".join(f"{row[c]:>8}" for c in CLASSES))
+            lines.append(f"{t:>8}" + "".join(f"{row[c]:>9}" for c in CLASSES))
     lines.append("")
     lines.append(f"{'scenario':<22}{'tasks right':>12}{'time right':>12}")
     for s, (r, k, ta) in score_.by_scenario().items():

@@ -1,7 +1,7 @@
 """The fast path for OTLP/JSON files: pyarrow parses, DuckDB flattens (store/sql/otlp_spans.sql).
 
-Used when pyarrow is installed (``pip install 'agentscope[fast]'``) and the file is plain:
-newline-delimited requests, hex ids, string int64s as the spec says, no array/kvlist
+Used when pyarrow is installed (``pip install pyarrow``, or the ``[fast]`` extra) and the file
+is plain: newline-delimited requests, hex ids, string int64s as the spec says, no array/kvlist
 attribute values, no events or links. Anything else, and any span that fails a check, sends
 the whole file to the Python reader (store/otlp.py), which names every problem; the results
 are the same either way (tests/test_store.py compares them).

@@ -50,7 +50,7 @@ def read(data: bytes, path: str, errors: list) -> Iterator[SpanRecord]:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         errors.append(TraceFormatError(path, e.lineno, (
-            f"not valid JSON ({e.msg} at column {e.colno}); the file may be cut short")))
+            f"not valid JSON ({e.msg}, column {e.colno}); the file may be cut short")))
         return
     spans = doc.get("spans") if isinstance(doc, dict) else None
     if not isinstance(spans, list):

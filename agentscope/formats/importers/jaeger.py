@@ -52,7 +52,7 @@ def read(data: bytes, path: str, errors: list) -> Iterator[SpanRecord]:
     try:
         whole = json.loads(text)
     except json.JSONDecodeError as e:
-        where, why = e.lineno, f"{e.msg} at column {e.colno}"
+        where, why = e.lineno, f"{e.msg}, column {e.colno}"
     except RecursionError:
         where, why = None, "nested too deeply"
     else:
@@ -81,7 +81,7 @@ def _json_lines(lines: list, terminated: bool, path: str, errors: list) -> Itera
             value = json.loads(line)
         except (ValueError, RecursionError) as e:
             torn = i == len(lines) - 1 and not terminated
-            reason = (f"not valid JSON ({e.msg} at column {e.colno})"
+            reason = (f"not valid JSON ({e.msg}, column {e.colno})"
                       if isinstance(e, json.JSONDecodeError) else "not valid JSON")
             errors.append(TraceFormatError(path, number, ("torn last line; skipped: " + reason)
                                            if torn else reason, torn=torn))

@@ -35,7 +35,8 @@ from ...records import SpanEvent, SpanRecord
 from . import HEAD_BYTES, Importer
 from ._common import hex_id, iso_ns, span
 
-PARQUET_NEEDS_PYARROW = "Parquet needs pyarrow: pip install 'agentscope[fast]'"
+PARQUET_NEEDS_PYARROW = ("Parquet needs pyarrow: pip install pyarrow (or the [fast] extra of "
+                         "this checkout: pip install -e '.[fast]')")
 _PARQUET = b"PAR1"
 _FLAT_CONTEXT = re.compile(rb'(?<!\\)"context\.span_id"\s*:')
 _SPAN_KIND = re.compile(rb'(?<!\\)"span_kind"\s*:')
@@ -90,7 +91,7 @@ def read(data: bytes, path: str, errors: list) -> Iterator[SpanRecord]:
             item = json.loads(line)
         except ValueError as e:
             torn = number == len(lines)  # no newline after it: the writer may have stopped
-            reason = f"not valid JSON ({e.msg} at column {e.colno})"
+            reason = f"not valid JSON ({e.msg}, column {e.colno})"
             errors.append(TraceFormatError(
                 path, number, "torn last line; skipped: " + reason if torn else reason,
                 torn=torn))

@@ -105,7 +105,7 @@ def _rows(data: bytes, path: str, errors: list) -> Iterator[_Row]:
             row = json.loads(text)
         except (ValueError, RecursionError) as e:
             torn = number == len(lines) and not terminated
-            reason = (f"not valid JSON ({e.msg} at column {e.colno})"
+            reason = (f"not valid JSON ({e.msg}, column {e.colno})"
                       if isinstance(e, json.JSONDecodeError) else "not valid JSON")
             errors.append(TraceFormatError(path, number, ("torn last line; skipped: " + reason)
                                            if torn else reason, torn=torn))
