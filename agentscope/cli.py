@@ -8,6 +8,7 @@ Exit codes: 0 ok, 1 the input had problems (the report is still produced), 2 usa
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -88,6 +89,11 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False):
     finally:
         if bar is not None:
             bar.close()
+    if analysis.load.files_seen == 0 and analysis.load.skipped and \
+            os.path.isfile(trace_dir):  # one file, given by name, that is not a trace
+        why = analysis.load.skipped[0].reason
+        analysis.close()
+        _fail(f"{trace_dir}: {why}: not a trace file agentscope reads (docs/file-formats.md)")
     if not quiet:
         for warning in analysis.warnings:
             click.echo(inert(warning), err=True)
@@ -148,7 +154,8 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
                 click.echo(f"  {inert(p)}", err=True)
             if len(result.problems) > max_problems:
                 click.echo(f"  ... and {len(result.problems) - max_problems} more", err=True)
-    sys.exit(1 if result.problems else 0)
+    # a single file given by name that is not a trace is an input problem too
+    sys.exit(1 if result.problems or (os.path.isfile(trace_dir) and not result.files) else 0)
 
 
 @main.command()

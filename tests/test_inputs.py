@@ -317,3 +317,12 @@ def test_only_a_request_is_otlp_not_another_export_that_holds_one(tmp_path):
     (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + doc)  # a BOM some editors write
     with agentscope.analyze(tmp_path, db=":memory:") as a:
         assert not a.problems and a.load.formats == {"otlp": 1} and a.summary.spans == 7
+
+
+def test_a_single_file_that_is_not_a_trace_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "notes.csv"
+    path.write_text("a,b\n1,2\n")
+    for command in ("analyze", "check"):
+        result = CliRunner().invoke(main, [command, str(path)])
+        assert result.exit_code == 1, (command, result.output)
+        assert "notes.csv" in result.output and "not a known trace format" in result.output
