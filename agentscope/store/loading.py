@@ -174,23 +174,10 @@ class Loader(WholeFiles):
 
     def _account(self, report: LoadReport, src: Source, file_id: int, added: int, dups: int,
                  used: int, lines: int, problems: list, span_file_ids: list) -> None:
-        report.files_loaded += 1
-        report.duplicates += dups
-        if src.format == "samples":
-            report.samples_added += added
-        else:
-            report.spans_added += added
-            span_file_ids.append(file_id)
-        report.problems.extend(problems)
-        # a torn last line is found again on every load until it is completed: keep one report
-        self._x("DELETE FROM load_problems WHERE path = ? AND torn", [str(src.path)])
-        if problems:
-            self.con.executemany(
-                "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
-                [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
-        self._x("UPDATE loaded_files SET loaded_bytes = ?, loaded_lines = ?, records = records + ?,"
-                " problems = problems + ?, loaded_at = current_timestamp WHERE file_id = ?",
-                [used, lines, added, len(problems), file_id])
+        """What one file's load did, in the report and the store (:meth:`_account_many`)."""
+        spans, samples = (0, added) if src.format == "samples" else (added, 0)
+        self._account_many(report, [(src, file_id, spans, samples, dups, used, lines, problems)],
+                           span_file_ids)
 
     def _load_whole_files(self, fmt: str, batch: list, report: LoadReport,
                           progress: Optional[Callable[[int], None]],
@@ -356,21 +343,27 @@ class Loader(WholeFiles):
         return added, dups, problems
 
     def _insert_records(self, records: Iterable[SpanRecord], file_id: int) -> tuple:
-        rows = [span_row(r) for r in records]
+        rows = [span_row(r) + (file_id,) for r in records]
         if not rows:
             return 0, 0
+        self._stage_span_rows(rows)
+        try:
+            return self._insert_staging(file_id, True)
+        finally:
+            self._x("DROP TABLE IF EXISTS staging")
+
+    def _stage_span_rows(self, rows: list) -> None:
+        """The temp table ``staging`` from span rows (:func:`~.rows.span_row` and a
+        ``file_id`` each), typed as the ``spans`` table's columns."""
         import pandas as pd
 
-        frame = pd.DataFrame(rows, columns=list(SPAN_COLUMNS))
-        self.con.register("incoming", frame)
+        self.con.register("incoming", pd.DataFrame(rows, columns=[*SPAN_COLUMNS, "file_id"]))
         try:
             self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
                     + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
-                    + " FROM incoming")
-            return self._insert_staging(file_id, True)
+                    + ", CAST(file_id AS INTEGER) AS file_id FROM incoming")
         finally:
             self.con.unregister("incoming")
-            self._x("DROP TABLE IF EXISTS staging")
 
     def _insert_samples(self, records: list, file_id: int) -> int:
         """Insert sample records (one frame: DuckDB's executemany costs 0.6 ms a row)."""

@@ -41,18 +41,6 @@ class TraceDir:
     skipped: list = dataclasses.field(default_factory=list)  # of inputs.Skipped
 
 
-def capture_files(directory: "str | os.PathLike[str]") -> list[tuple[str, Path]]:
-
-    """Our capture files below ``directory`` (recursively), as (kind, path), sorted by path."""
-    root = Path(directory)
-    found = []
-    for path in sorted(root.rglob("*" + spanfile.FILE_SUFFIX)):
-        kind = capture_kind(path.name)
-        if kind and not hidden(root, path):
-            found.append((kind, path))
-    return found
-
-
 def scan(source: "str | os.PathLike[str]",
          progress: Optional[Callable[[Path], None]] = None) -> TraceDir:
     """Read every trace file of a directory, or one file. Raises FileNotFoundError if it is

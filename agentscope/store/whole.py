@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from .readers import read_whole
 from .rows import chunks, placeholders, span_row
-from .schema import SPAN_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .loading import LoadReport
@@ -49,14 +48,8 @@ class WholeFiles:
         rows = [span_row(r) + (fid,) for _, fid, _, spans, _, _ in batch for r in spans]
         added_by_file: dict = {}
         if rows:
-            import pandas as pd
-
-            self.con.register("incoming", pd.DataFrame(rows, columns=[*SPAN_COLUMNS,
-                                                                      "file_id"]))
+            self._stage_span_rows(rows)
             try:
-                self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT "
-                        + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SPAN_COLUMNS.items())
-                        + ", CAST(file_id AS INTEGER) AS file_id FROM incoming")
                 # the first of repeated spans is kept: the earliest file's
                 self._insert_spans("s.file_id", order="file_id")
                 ids = sorted({fid for _, fid, _, spans, _, _ in batch if spans})
@@ -64,21 +57,22 @@ class WholeFiles:
                     "SELECT file_id, count(*) FROM spans WHERE file_id IN (SELECT unnest(?)) "
                     "GROUP BY ALL", [ids]))
             finally:
-                self.con.unregister("incoming")
                 self._x("DROP TABLE IF EXISTS staging")
         accounts = []
         for src, fid, size, spans, samples, problems in batch:
             added = added_by_file.get(fid, 0)
             sampled = self._insert_samples(samples, fid) if samples else 0
-            accounts.append((src, fid, added, sampled, len(spans) - added, size, problems))
+            accounts.append((src, fid, added, sampled, len(spans) - added, size, 0, problems))
             if progress:
                 progress(size)
         self._account_many(report, accounts, span_file_ids)
 
     def _account_many(self, report: "LoadReport", accounts: list, span_file_ids: list) -> None:
-        """:meth:`_account` for many files at once, in a few statements."""
-        problems = [p for a in accounts for p in a[6]]
-        for src, fid, added, sampled, dups, _, _ in accounts:
+        """What the load of each file did, in the report and the store, in a few statements:
+        ``accounts`` are (source, file_id, spans added, samples added, duplicates, bytes
+        used, lines used, problems)."""
+        problems = [p for a in accounts for p in a[7]]
+        for src, fid, added, sampled, dups, _, _, _ in accounts:
             report.files_loaded += 1
             report.duplicates += dups
             report.spans_added += added
@@ -86,14 +80,15 @@ class WholeFiles:
             if src.format != "samples":
                 span_file_ids.append(fid)
         report.problems.extend(problems)
+        # a torn last line is found again on every load until it is completed: keep one report
         self._x("DELETE FROM load_problems WHERE torn AND path IN (SELECT unnest(?))",
                 [[str(a[0].path) for a in accounts]])
-        if problems:
-            self.con.executemany(
-                "INSERT INTO load_problems VALUES (?, ?, ?, ?, ?)",
-                [[p.path, p.line, p.span_id, p.reason, p.torn] for p in problems])
-        done = [(fid, size, 0, added + sampled, len(probs))
-                for _, fid, added, sampled, _, size, probs in accounts]
+        rows = [(p.path, p.line, p.span_id, p.reason, p.torn) for p in problems]
+        for chunk in chunks(rows):
+            self._x(f"INSERT INTO load_problems VALUES {placeholders(chunk)}",
+                    [v for row in chunk for v in row])
+        done = [(fid, used, lines, added + sampled, len(probs))
+                for _, fid, added, sampled, _, used, lines, probs in accounts]
         for chunk in chunks(done):
             self._x("UPDATE loaded_files SET loaded_bytes = a.used, loaded_lines = a.lines, "
                     "records = records + a.added, problems = loaded_files.problems + a.problems, "
