@@ -25,6 +25,13 @@ SYSTEM_CPU = "agentscope.cpu.thread_system_ns"
 # runnable, not waiting on I/O
 CHILD_IVCSW = "agentscope.children.ctx_switches.involuntary"
 CHILD_VCSW = "agentscope.children.ctx_switches.voluntary"
+# CPU time of the span's process's *other* threads while the span ran (process CPU clock less
+# its own thread's), recorded where at least OTHER_CPU_MIN_NS: library worker threads (BLAS,
+# a pool inside a library) computing for it, or other threads holding Python's interpreter lock
+OTHER_THREADS_CPU = "agentscope.process.other_threads_cpu_ns"
+# CPU time of the thread-pool jobs and threads started from the span (with agentscope's
+# context propagation) that ran while it was open: its workers, credited like child processes
+WORKERS_CPU = "agentscope.workers.cpu_ns"
 # the analysis written onto exported spans (`agentscope export otlp`): derived, not input, so
 # every reader drops attributes under this prefix
 ANALYSIS_PREFIX = "agentscope.analysis."

@@ -11,6 +11,7 @@ import pytest
 from agentscope.analyzers.engine import analyze
 from agentscope.analyzers.evidence import SpanFacts
 from agentscope.analyzers.reference import analyze_trace
+from agentscope.analyzers.threads import ThreadFacts, thread_facts
 from agentscope.store.duckdb_store import Store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,12 +20,13 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 # SpanFacts fields from the AnalysisInput columns of the same meaning (parent: from parent_idx)
 FIELDS = ("span_id", "parent", "name", "stage", "kind", "start_ns", "end_ns", "own_cpu",
           "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s", "server_local", "loop",
-          "sys_cpu")
+          "sys_cpu", "ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu")
 
 
 def _reference(inp):
     """Per-trace reference analysis over the same input rows."""
     out, n, lo = [], len(inp), 0
+    threads = thread_facts(inp)  # across traces: an input of the per-trace reference
     while lo < n:
         hi = lo + 1
         while hi < n and inp.trace_no[hi] == inp.trace_no[lo]:
@@ -42,7 +44,10 @@ def _reference(inp):
         lanes = {inp.span_id[i]: inp.lane[i] for i in roots if inp.lane[i]}
         services = {inp.span_id[i]: inp.service[i] for i in roots if inp.service[i]}
         trace_id = next((inp.trace_id[i] for i in roots), "")
-        out.append(analyze_trace(trace_id, facts, lanes, services))
+        mine = ThreadFacts(threads.blocked_ns[lo:hi], threads.blocked_cpu[lo:hi],
+                           threads.blocker[lo:hi], threads.unowned_cpu[lo:hi],
+                           {i - lo: v for i, v in threads.blocker_label.items() if lo <= i < hi})
+        out.append(analyze_trace(trace_id, facts, lanes, services, mine))
         lo = hi
     return out
 
@@ -64,10 +69,18 @@ def _compare(directory):
         assert a.evidence == b.evidence
         assert a.orchestration_ns == b.orchestration_ns
         assert a.measured_share == b.measured_share
+        assert set(a.assumed) == set(b.assumed) == set(a.shares)
+        for c in a.assumed:
+            assert a.assumed[c] == pytest.approx(b.assumed[c], abs=1e-9)
+            assert a.assumed[c] <= a.shares[c] + 1e-12
         assert [(s.span_id, s.start_ns, s.end_ns, s.cls, s.evidence, s.basis)
                 for s in a.segments] == \
                [(s.span_id, s.start_ns, s.end_ns, s.cls, s.evidence, s.basis)
                 for s in b.segments]
+        for x, y in zip(a.segments, b.segments):
+            assert set(x.assumed or {}) == set(y.assumed or {})
+            for c in x.assumed or {}:
+                assert x.assumed[c] == pytest.approx(y.assumed[c], abs=1e-12)
     return fast
 
 

@@ -208,10 +208,11 @@ class Analysis:
         with gc_paused():
             return json.dumps(self.to_dict(), indent=indent)
 
-    def breakdown(self, by: str) -> dict:
+    def breakdown(self, by: str, assumed: bool = False) -> dict:
         """Critical-path seconds per class by the ``"stage"`` of the span holding the path
         (``(gap)`` between roots, ``(none)`` without a stage) or by the task's ``"lane"``:
-        {label: {class: seconds}}."""
+        {label: {class: seconds}}. With ``assumed``, only the seconds whose class rests on a
+        stage label or an assumption (not on measurement)."""
         sec = self.sections
         if by == "stage":
             keys = ["(gap)" if span is None else stage or "(none)"
@@ -221,7 +222,7 @@ class Analysis:
             keys = lanes[np.asarray(sec.task, dtype=np.int64)] if len(lanes) else []
         else:
             raise ValueError(f"breakdown by 'stage' or 'lane', not {by!r}")
-        return breakdown(sec, keys)
+        return breakdown(sec, keys, assumed)
 
     # ---- the store behind it ------------------------------------------------------------------
     def query(self, statement: str) -> "pd.DataFrame":

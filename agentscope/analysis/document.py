@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..analyzers.evidence import CLASSES
+from ..analyzers.verdict import bottleneck_assumed
 from .frames import section_columns
 
 SCHEMA = "agentscope.analysis/v1"
@@ -55,6 +56,9 @@ def _task(t: Any, critical_path: list) -> dict:
         "confidence": t.confidence,
         "measured_share": t.measured_share,
         "shares": {c: round(t.shares.get(c, 0.0), 6) for c in CLASSES},
+        # the part of each share that rests on a stage label or an assumption, not measurement
+        "assumed_shares": {c: round(t.assumed.get(c, 0.0), 6) for c in CLASSES},
+        "bottleneck_assumed": bottleneck_assumed(t),
         "evidence": list(t.evidence),
         "spans": t.spans,
         "critical_path": critical_path,

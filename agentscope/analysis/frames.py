@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 
 from ..analyzers.evidence import BASES, CLASSES
+from ..analyzers.verdict import bottleneck_assumed
 
 TASK_COLUMNS = ("trace_id", "name", "lane", "service", "start", "duration_s", "bottleneck",
                 "confidence", "measured_share", *(f"share_{c}" for c in CLASSES),
-                "orchestration_s", "spans", "evidence")
+                "orchestration_s", "spans", "evidence", "bottleneck_assumed",
+                *(f"assumed_{c}" for c in CLASSES))
 SECTION_COLUMNS = ("trace_id", "seq", "span_id", "name", "stage", "start_s", "end_s",
                    "duration_s", "class", "confidence", "basis",
                    *(f"share_{c}" for c in CLASSES), "evidence")
@@ -44,6 +46,9 @@ def tasks_frame(analysis: Any) -> Any:
     cols["orchestration_s"] = [t.orchestration_ns / 1e9 for t in tasks]
     cols["spans"] = [t.spans for t in tasks]
     cols["evidence"] = [list(t.evidence) for t in tasks]
+    cols["bottleneck_assumed"] = [bottleneck_assumed(t) for t in tasks]
+    for c in CLASSES:
+        cols[f"assumed_{c}"] = [round(t.assumed.get(c, 0.0), 6) for t in tasks]
     return _frame(cols, TASK_COLUMNS, STRINGS)
 
 

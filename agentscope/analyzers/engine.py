@@ -24,12 +24,13 @@ import numpy as np
 from .._gc import gc_paused
 from .counters import adjust, section_means
 from .critical_path import walk_many
+from .threads import thread_facts
 from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS,
                        SELF_TIME_STAGES, UNTRACED_BASIS, classify)
 from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
                       TaskResult)
-from .verdict import (EVIDENCE_SPANS, NO_CLASS, bottlenecks, evidence_line, span_label,
-                      summarize, task_confidence)
+from .verdict import (EVIDENCE_SPANS, NO_CLASS, assumed_parts, bottlenecks, evidence_line,
+                      span_label, summarize, task_confidence)
 
 _GAP = CLASSES.index(GAP_CLASS)
 _GAP_SHARES = [GAP_SHARES.get(c, 0.0) for c in CLASSES]
@@ -56,7 +57,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     task_of_trace[heads] = np.arange(len(heads))
 
     # 2. every span classified; each section gets its span's shares
-    spans = classify(inp)
+    spans = classify(inp, thread_facts(inp))
     task = task_of_trace[np.asarray(w.trace, dtype=np.int64)]  # sections exist under roots
     span = np.asarray(w.span, dtype=np.int64)
     start = np.asarray(w.start, dtype=np.int64)
@@ -103,10 +104,18 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
                         out=np.zeros(n_tasks), where=weight > 0)
     orchestration = np.bincount(task, length * sec_orch, n_tasks)
     measured = np.bincount(task, length * (sec_basis == MEASURED_BASIS), n_tasks)
+    # the part of each class that rests on a stage label or an assumption, not on measurement
+    sec_assumed = assumed_parts(sec_shares, sec_basis, spans.wait_cls[row]) if n else \
+        np.zeros_like(sec_shares)
+    assumed = np.stack([np.bincount(task, length * sec_assumed[:, c], n_tasks)
+                        for c in range(len(CLASSES))], axis=1) if n_tasks else \
+        np.zeros((0, len(CLASSES)))
     t_start = np.asarray([w.starts[t] for t in heads], dtype=np.int64)
     duration = np.maximum(np.asarray([w.ends[t] for t in heads], dtype=np.int64) - t_start, 0)
     task_shares = np.divide(totals, duration[:, None].astype(np.float64),
                             out=np.zeros_like(totals), where=duration[:, None] > 0)
+    task_assumed = np.divide(assumed, duration[:, None].astype(np.float64),
+                             out=np.zeros_like(assumed), where=duration[:, None] > 0)
     task_conf = task_confidence(quality, task_shares) if n_tasks else np.zeros(0)
     task_conf[weight <= 0] = 0.0
     firsts = np.asarray(w.first, dtype=np.int64)[heads] if n_tasks else \
@@ -121,7 +130,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     sections = Sections(
         task, seq, _pick(span_ids, row, is_gap, None), _pick(names, row, is_gap, "(gap)"),
         _pick(stage, row, is_gap, None), start, end, sec_cls, sec_conf, sec_shares,
-        SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis)
+        SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis, sec_assumed)
 
     # the evidence: the spans holding each task's path longest, in words
     tops = _longest_held(task, span, end - start, n_tasks)
@@ -130,6 +139,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     stages = stage.tolist()
     bounds_of_task = firsts.tolist() + [len(task)]
     share_rows, conf_l = task_shares.tolist(), task_conf.tolist()
+    assumed_rows = task_assumed.tolist()
     verdict_l, orch_l = verdicts.tolist(), orchestration.tolist()
     measured_l = np.divide(measured, weight, out=np.zeros(n_tasks), where=weight > 0).tolist()
     orphan = np.asarray(inp.orphan, dtype=bool) if n else np.zeros(0, dtype=bool)
@@ -157,7 +167,8 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
             CLASSES[verdict_l[t]], conf_l[t], ReadOnlyDict(zip(CLASSES, share_rows[t])),
             tuple(evidence),
             LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace],
-            round(measured_l[t], 4), orphans_of_trace[trace], span_ids[root]))
+            round(measured_l[t], 4), orphans_of_trace[trace], span_ids[root],
+            ReadOnlyDict(zip(CLASSES, assumed_rows[t]))))
     orphan_roots = int((orphan & (np.asarray(inp.parent_idx) < 0)).sum()) if n else 0
     return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots))
 

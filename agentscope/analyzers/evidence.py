@@ -67,9 +67,18 @@ MAJOR_FAULT_NS = 100_000  # a major fault costs about this much waiting (disk/sw
 # fault paging in a mapped file, on a VM with a virtio disk)
 FAULT_CPU_NS = 50_000
 SAID = 0.05  # waiting is mentioned in the words where it is at least this share of the span
+# the span-only rules for waiting that was computing elsewhere (see classify):
+CHILDREN_BUSY = 0.25  # child-process CPU per span second from which its children computed
+THREAD_BUSY = 0.05  # on-CPU share from which its own thread computed
+WORKERS_BUSY = 0.25  # CPU of threads without spans per second of its own time
+GIL_BLOCKS = 2  # blocked at least this often ...
+GIL_BLOCK_NS = 20_000_000  # ... for at most this long on average (four 5 ms switch intervals)
+GIL_OTHERS = 0.5  # ... while the other threads computed at least this share of that waiting
+MIN_MOVE_NS = 1_000_000  # the last two judge no less waiting than this
 
 # confidences
 MEASURED, ASSUMED_GPU, ON_A_LOOP, FROM_LABEL, QUEUED_ONLY = 0.8, 0.4, 0.6, 0.3, 0.9
+FROM_COUNTS = 0.7  # most of its waiting judged from context-switch counts and CPU clocks
 
 UNTRACED_CONFIDENCE = 0.0
 UNTRACED_REASON = ("no resource accounting, and no stage that says what it did: untraced time "
@@ -122,6 +131,11 @@ class SpanFacts(NamedTuple):
     server_local: bool  # server.address is this machine
     loop: bool  # CPU measured on an event loop (shared with other tasks)
     sys_cpu: float = 0.0  # kernel CPU of its thread, recorded where it took major faults
+    ivcsw: int = 0  # its thread's involuntary context switches (preempted)
+    vcsw: int = 0  # ... and voluntary ones (blocked)
+    child_ivcsw: int = 0  # those of the child processes it waited for
+    child_vcsw: int = 0
+    other_cpu: float = 0.0  # CPU of its process's other threads while it ran (0: none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +155,11 @@ class Facts:
     server_local: Any
     loop: Any
     sys_cpu: Any
+    ivcsw: Any = None
+    vcsw: Any = None
+    child_ivcsw: Any = None
+    child_vcsw: Any = None
+    other_cpu: Any = None
 
     @classmethod
     def of(cls, spans: Sequence[SpanFacts]) -> "Facts":
@@ -156,7 +175,62 @@ class Facts:
                    col(lambda s: s.queue_s or 0.0, np.float64),
                    col(lambda s: s.model_s or 0.0, np.float64),
                    col(lambda s: bool(s.server_local), bool), col(lambda s: bool(s.loop), bool),
-                   col(lambda s: s.sys_cpu or 0.0, np.float64))
+                   col(lambda s: s.sys_cpu or 0.0, np.float64),
+                   *(col(lambda s, k=k: getattr(s, k) or 0, np.float64) for k in (
+                       "ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu")))
+
+
+WORDS_SHARE = 0.005  # what a span-only rule moved is said where at least this share of the span
+
+
+class _Why(NamedTuple):
+    """Per span, what the span-only rules of :func:`classify` moved from its waiting to
+    ``cpu`` (shares of the span) and the figures they read (for the words)."""
+
+    blocked: Any  # share: its event loop held by other tasks' spans
+    blocked_ns: Any
+    blocker: Any  # row of the span that held it longest (-1: none)
+    blocker_label: dict  # row -> "`name` in task `task`"
+    kids_run: Any  # share: its child processes runnable
+    kid_iv: Any
+    kid_v: Any
+    thread_run: Any  # share: its thread runnable
+    ivcsw: Any
+    vcsw: Any
+    workers_run: Any  # share: waiting for threads without spans that computed
+    unowned: Any  # ns of CPU of those threads
+    gil_run: Any  # share: waiting for the interpreter lock
+    other: Any  # ns of CPU of the process's other threads
+
+    def words(self, i: int, dur_ns: float) -> tuple:
+        """(what comes before the span's own figures, what comes after), in words."""
+        first = []
+        if self.blocked[i] > 0:
+            who = self.blocker_label.get(i, "another task's span")
+            first.append(f"delayed by its event loop being blocked by {who} for "
+                         f"{self.blocked_ns[i] / 1e9:.3g} s ({self.blocked[i]:.0%} of the span): "
+                         "that span's CPU, not its own")
+        after = []
+        if self.kids_run[i] >= WORDS_SHARE:
+            after.append(f"its child processes were runnable, waiting for a CPU (preempted "
+                         f"{int(self.kid_iv[i])}x, blocked {int(self.kid_v[i])}x; "
+                         f"{self.kids_run[i]:.0%} of the span)")
+        if self.thread_run[i] >= WORDS_SHARE:
+            after.append(f"its thread was runnable, waiting for a CPU (preempted "
+                         f"{int(self.ivcsw[i])}x, blocked {int(self.vcsw[i])}x; "
+                         f"{self.thread_run[i]:.0%} of the span)")
+        if self.workers_run[i] >= WORDS_SHARE:
+            after.append("it waited for threads of its process with no span of their own (a "
+                         "library's worker threads), which computed "
+                         f"{self.unowned[i] / 1e9:.3g} s meanwhile ({self.workers_run[i]:.0%} "
+                         "of the span)")
+        if self.gil_run[i] >= WORDS_SHARE:
+            mean = self.gil_run[i] * dur_ns / max(self.vcsw[i], 1.0) / 1e6
+            after.append("it waited for Python's interpreter lock: it blocked "
+                         f"{int(self.vcsw[i])}x, {mean:.2g} ms on average, while other threads "
+                         f"of its process computed {self.other[i] / 1e9:.3g} s "
+                         f"({self.gil_run[i]:.0%} of the span)")
+        return first, after
 
 
 class Verdict(NamedTuple):
@@ -188,8 +262,9 @@ class Classified:
     # the class its waiting counts as (indices into CLASSES); without accounting, the class
     # its stage gave the whole span
     wait_cls: Any
-    rest: Any  # share of the span not queued at the server
+    rest: Any  # share of the span not queued at the server (nor its loop held by others)
     basis: Any  # what its class rests on: a position in BASES
+    why: Any = None  # _Why: what the span-only rules moved from its waiting to cpu, and why
 
     def __len__(self) -> int:
         return len(self.cls)
@@ -211,7 +286,18 @@ class Classified:
             f.queue_s, self.queued, self.measured, f.stage_code, self.wait_cls, f.loop,
             self.busy, self.paging_ns, f.own_faults, f.child_cpu_ns, self.waiting,
             self.fault_wait, self.waited, self.rest, f.model_s)]
-        return [_words(*row) for row in zip(*cols)]
+        out = [_words(*row) for row in zip(*cols)]
+        if self.why is None:
+            return out
+        dur = (np.asarray(f.end_ns, dtype=np.int64)[rows]
+               - np.asarray(f.start_ns, dtype=np.int64)[rows]).tolist()
+        for k, (i, d) in enumerate(zip(rows.tolist(), dur)):
+            if not self.measured[i]:
+                continue
+            first, after = self.why.words(i, d)
+            if first or after:
+                out[k] = ", ".join(first + [out[k]] + after)
+        return out
 
 
 def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: int, loop: bool,
@@ -260,14 +346,19 @@ def _wait_words(wait_cls: int, code: int, model_s: float) -> str:
             return f"server-reported model time {model_s:.3g} s"
         return "waiting on a local model server (no device counters: accelerator assumed)"
     if code == _INFERENCE_CODE:
-        return "waiting on a model endpoint (remote API or untraced server)"
+        return ("off-CPU: waiting on something outside its thread (no model server named on "
+                "the span)")
     return OFF_CPU_UNEXPLAINED
 
 
-def classify(f: Any) -> Classified:
+def classify(f: Any, threads: Any = None) -> Classified:
     """Classify every span of ``f`` (a :class:`Facts`, or any object with its fields as
-    arrays, such as an AnalysisInput) at once."""
+    arrays, such as an AnalysisInput) at once; ``threads``: what the other threads of each
+    span's process did meanwhile (:func:`~.threads.thread_facts`; None: nothing known)."""
+    from .threads import ThreadFacts
+
     n = len(f.start_ns)
+    tf = threads if threads is not None else ThreadFacts.none(n)
     code = np.asarray(f.stage_code, dtype=np.int64)
     is_queue, is_memory, is_inference = (code == _QUEUE_CODE, code == _MEMORY_CODE,
                                          code == _INFERENCE_CODE)
@@ -281,6 +372,11 @@ def classify(f: Any) -> Classified:
     faults = np.asarray(f.own_faults, dtype=np.float64)
     sys_cpu = np.asarray(f.sys_cpu, dtype=np.float64)
     loop = np.asarray(f.loop, dtype=bool)
+    zeros = np.zeros(n)
+    ivcsw, vcsw, kid_iv, kid_v, other = (
+        zeros if getattr(f, k, None) is None else np.asarray(getattr(f, k), dtype=np.float64)
+        for k in ("ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu"))
+    child_cpu = np.asarray(f.child_cpu_ns, dtype=np.float64)
     # an inference waits on a GPU where its server reported model time or runs on this host
     inference_gpu = (model_s > 0) | np.asarray(f.server_local, dtype=bool)
 
@@ -292,6 +388,15 @@ def classify(f: Any) -> Classified:
     queued = rest <= 1e-9
     measured = (own_cpu >= 0) & ~queued
     unmeasured = (own_cpu < 0) & ~queued
+
+    # a blocked event loop: the time other tasks' spans held its loop inside its interval is
+    # their CPU (the blocker's), not its own, and not its waiting
+    blocked_ns = np.where(measured & loop, np.asarray(tf.blocked_ns, dtype=np.float64), 0.0)
+    blk = np.minimum(blocked_ns / dur, rest)
+    shares[:, _K[CPU]] += blk
+    rest = rest - blk
+    own_cpu = np.where(blk > 0, np.maximum(own_cpu - np.asarray(tf.blocked_cpu), 0.0), own_cpu)
+    own_wall = np.where(blk > 0, np.maximum(own_wall - blocked_ns, 1.0), own_wall)
 
     # what its waiting counts as: the stage's (an inference's: see above); with no accounting
     # at all, the stage's usual class takes the whole span
@@ -325,14 +430,45 @@ def classify(f: Any) -> Classified:
     take = np.minimum(fault_wait, waiting)
     shares[:, _K[MEMORY]] += take
     waited = np.where(waiting > 1e-9, waiting - take, 0.0)
-    rows = np.flatnonzero(waited > 1e-9)
-    np.add.at(shares, (rows, wait_cls[rows]), waited[rows])
+
+    # what the span's own counts say of its waiting (no counters needed), each rule taking a
+    # part of what the rules before it left:
+    # 1. its child processes computed (a quarter of the span or more) and were preempted more
+    #    often than they blocked: runnable, waiting for a CPU, in that proportion
+    kids = measured & (child_cpu >= CHILDREN_BUSY * dur) & (kid_iv > kid_v)
+    kids_run = np.where(kids, waited * kid_iv / np.maximum(kid_iv + kid_v, 1.0), 0.0)
+    left = waited - kids_run
+    # 2. its thread computed and was preempted more often than it blocked: likewise
+    thread = measured & (busy >= THREAD_BUSY) & (ivcsw > vcsw)
+    thread_run = np.where(thread, left * ivcsw / np.maximum(ivcsw + vcsw, 1.0), 0.0)
+    left = left - thread_run
+    # 3. its thread computed while threads of its process without spans of their own (a
+    #    library's workers) computed a quarter of its own time or more: it waited for them
+    unowned = np.asarray(tf.unowned_cpu, dtype=np.float64)
+    workers = measured & (busy >= THREAD_BUSY) & (unowned >= WORKERS_BUSY * own_wall) & \
+        (left * dur >= MIN_MOVE_NS)
+    workers_run = np.where(workers, left, 0.0)
+    left = left - workers_run
+    # 4. it blocked often and briefly (no longer than a few of Python's switch intervals on
+    #    average) while its process's other threads computed at least half of that waiting:
+    #    it was waiting for the interpreter lock
+    left_ns = left * dur
+    gil = measured & (vcsw >= GIL_BLOCKS) & (left_ns <= GIL_BLOCK_NS * np.maximum(vcsw, 1.0)) & \
+        (other >= GIL_OTHERS * left_ns) & (left_ns >= MIN_MOVE_NS)
+    gil_run = np.where(gil, left, 0.0)
+    left = left - gil_run
+    shares[:, _K[CPU]] += kids_run + thread_run + workers_run + gil_run
+    rows = np.flatnonzero(left > 1e-9)
+    np.add.at(shares, (rows, wait_cls[rows]), left[rows])
 
     confidence = np.full(n, MEASURED)
-    gpu_wait = measured & is_inference & inference_gpu & (waited > 1e-9)
+    gpu_wait = measured & is_inference & inference_gpu & (left > 1e-9)
     confidence[gpu_wait & ~(model_s > 0)] = ASSUMED_GPU  # no timing: the accelerator assumed
-    confidence = np.where(loop & measured & (shares[:, _K[CPU]] > 0.5),
+    confidence = np.where(loop & measured & (shares[:, _K[CPU]] > 0.5) & (blk <= 0),
                           np.minimum(confidence, ON_A_LOOP), confidence)
+    inferred = (kids_run + thread_run + workers_run + gil_run) > 0.5 * waited
+    confidence = np.where(measured & inferred & (waited > 0.5), np.minimum(
+        confidence, FROM_COUNTS), confidence)
     confidence[unmeasured] = FROM_LABEL
     untraced = unmeasured & (guess == _K[UNTRACED])
     confidence[untraced] = UNTRACED_CONFIDENCE
@@ -342,8 +478,10 @@ def classify(f: Any) -> Classified:
     assumed = gpu_wait & ~(model_s > 0)
     basis = np.where((measured & ~assumed) | queued | (model_s > 0), MEASURED_BASIS,
                      np.where(untraced, UNTRACED_BASIS, LABEL_BASIS))
+    why = _Why(blk, blocked_ns, np.asarray(tf.blocker), tf.blocker_label, kids_run, kid_iv,
+               kid_v, thread_run, ivcsw, vcsw, workers_run, unowned, gil_run, other)
     return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
-                      paging, fault_wait, waiting, waited, wait_cls, rest, basis)
+                      paging, fault_wait, waiting, left, wait_cls, rest, basis, why)
 
 
 def classify_one(span: Optional[SpanFacts]) -> Verdict:

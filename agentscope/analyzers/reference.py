@@ -23,9 +23,9 @@ from .counters import METRICS
 from .critical_path import _descend_flat, _over_roots, unique_spans
 from .evidence import (BASES, CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES,
                        MEASURED_BASIS, SELF_TIME_STAGES, UNTRACED_BASIS, Facts, classify)
-from .results import Segment, TaskResult
-from .verdict import (EVIDENCE_SPANS, NO_CLASS, bottlenecks, evidence_line, span_label,
-                      task_confidence)
+from .results import ReadOnlyDict, Segment, TaskResult
+from .verdict import (EVIDENCE_SPANS, NO_CLASS, assumed_parts, bottlenecks, evidence_line,
+                      span_label, task_confidence)
 
 
 class Walk(NamedTuple):
@@ -161,14 +161,17 @@ def walk_arrays(parent: list, starts: list, ends: list, kinds: list, lo: int, hi
     return Walk([], merged, start, end, roots, off_path, 0)
 
 
-def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Optional[TaskResult]:
+def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict,
+                  threads: Any = None) -> Optional[TaskResult]:
     """Analyse one trace given as :class:`~.evidence.SpanFacts` (no counters): the engine's
-    result for it, computed span by span."""
+    result for it, computed span by span. ``threads``: what the other threads of each span's
+    process did meanwhile (:func:`~.threads.thread_facts` of the whole input, its rows for
+    this trace: it spans traces, so it comes from outside)."""
     w = walk(facts)
     if not w.roots:
         return None
     spans = w.spans
-    classified = classify(Facts.of(spans))
+    classified = classify(Facts.of(spans), threads)
     task = None
     for r in w.roots:
         if task is None or spans[r].stage == "task":
@@ -178,6 +181,7 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
     duration = max(w.end - w.start, 0)
     segments = []
     totals = dict.fromkeys(CLASSES, 0.0)
+    assumed = dict.fromkeys(CLASSES, 0.0)
     weights: dict = {}
     confidences: dict = {}
     orchestration = 0
@@ -186,8 +190,11 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
             span = spans[idx]
             v = classified.verdict(idx)
             basis = int(classified.basis[idx])
+            part = assumed_parts(classified.shares[idx], [basis],
+                                 [classified.wait_cls[idx]])[0].tolist()
             segments.append(Segment(span.span_id, span.name, span.stage, start, end, v.cls,
-                                    v.shares, v.confidence, v.reason, BASES[basis]))
+                                    v.shares, v.confidence, v.reason, BASES[basis],
+                                    {c: x for c, x in zip(CLASSES, part) if x} or None))
             if span.stage in SELF_TIME_STAGES and basis == MEASURED_BASIS:
                 orchestration += end - start
         else:
@@ -197,12 +204,16 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
         seg = segments[-1]
         for cls, frac in seg.shares.items():
             totals[cls] += frac * (end - start)
+        for cls, frac in (seg.assumed or {}).items():
+            assumed[cls] += frac * (end - start)
         weights[idx] = weights.get(idx, 0) + end - start
         confidences[idx] = seg.confidence
     if duration > 0:
         shares = {c: totals[c] / duration for c in CLASSES}
+        assumed = {c: assumed[c] / duration for c in CLASSES}
     else:
         shares = dict.fromkeys(CLASSES, 0.0)
+        assumed = dict.fromkeys(CLASSES, 0.0)
     row = np.array([[shares[c] for c in CLASSES]])
     first = CLASSES.index(segments[0].cls) if segments else NO_CLASS
     bottleneck = CLASSES[int(bottlenecks(row, [duration], [first])[0])]
@@ -216,7 +227,7 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict) -> Op
         len(spans), orchestration, w.duplicates, w.off_path,
         round(sum(x.end_ns - x.start_ns for x in segments if x.basis == "measured")
               / sum(x.end_ns - x.start_ns for x in segments), 4) if duration > 0 else 0.0,
-        0, task.span_id)
+        0, task.span_id, ReadOnlyDict(assumed))
 
 
 def _evidence(segments: list, duration: int) -> list:

@@ -16,6 +16,16 @@ import numpy as np
 from .evidence import BASES, CLASSES, GAP_REASON, OFF_CPU_UNEXPLAINED
 
 
+class ReadOnlyDict(dict):
+    """A dict that cannot be changed (it prints, compares and serialises as a dict)."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("an analysis' results are read-only: copy them with dict() to change")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = \
+        _read_only  # type: ignore[assignment]
+
+
 class Segment(NamedTuple):
     """One critical-path section of a task, with its class."""
 
@@ -29,6 +39,9 @@ class Segment(NamedTuple):
     confidence: float
     evidence: str
     basis: str = "measured"  # what its class rests on: measured | label | untraced
+    # class -> the part of its fraction that rests on a stage label or an assumption, not on
+    # measurement (the non-zero ones; None: none)
+    assumed: Optional[dict] = None
 
 
 class TaskResult(NamedTuple):
@@ -50,6 +63,9 @@ class TaskResult(NamedTuple):
     measured_share: float = 1.0  # share of its critical path whose class rests on measurement
     orphans: int = 0  # its spans whose parent is not in the data
     root_span_id: Optional[str] = None  # the span the task is named after (its root)
+    # class -> the part of its share (a fraction of the critical path, <= shares[class]) that
+    # rests on a stage label or an assumption, not on measurement; read-only
+    assumed: Mapping = ReadOnlyDict()
 
 
 class SectionEvidence:
@@ -124,6 +140,9 @@ class Sections:
     shares: Any  # float64 (n, 6): class shares in CLASSES order
     evidence: SectionEvidence  # the words, on demand
     basis: Any = None  # int64: what its class rests on, a position in BASES (None: measured)
+    # float64 (n, 6): the part of each class share that rests on a stage label or an
+    # assumption, not on measurement (<= shares; None: none)
+    assumed: Any = None
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -139,13 +158,16 @@ class Sections:
         words = self.evidence.texts(lo, hi)
         shares = self.shares[lo:hi]
         basis = self.basis[lo:hi].tolist() if self.basis is not None else [0] * (hi - lo)
+        assumed = self.assumed[lo:hi].tolist() if self.assumed is not None else \
+            [None] * (hi - lo)
         return [Segment(sid, name, stage, a, b, CLASSES[k],
-                        {c: v for c, v in zip(CLASSES, row) if v}, conf, text, BASES[bs])
-                for sid, name, stage, a, b, k, conf, row, text, bs in zip(
+                        {c: v for c, v in zip(CLASSES, row) if v}, conf, text, BASES[bs],
+                        {c: v for c, v in zip(CLASSES, part) if v} or None if part else None)
+                for sid, name, stage, a, b, k, conf, row, text, bs, part in zip(
                     self.span_id[lo:hi].tolist(), self.name[lo:hi].tolist(),
                     self.stage[lo:hi].tolist(), self.start_ns[lo:hi].tolist(),
                     self.end_ns[lo:hi].tolist(), self.cls[lo:hi].tolist(),
-                    self.confidence[lo:hi].tolist(), shares.tolist(), words, basis)]
+                    self.confidence[lo:hi].tolist(), shares.tolist(), words, basis, assumed)]
 
 
 class LazySegments(Sequence):
@@ -193,10 +215,15 @@ class Summary:
     orphan_spans: int = 0  # spans whose parent is not in the data (a cut or partial trace)
     orphan_roots: int = 0  # ... of them, those no root of their trace enclosed (walked as roots)
     spans_off_path: int = 0  # spans the walk left off (outside their parent, not blocking)
+    # class -> share of all critical-path time that is that class only by a stage label or an
+    # assumption, not by measurement (a part of share_of_critical_path); and class -> tasks
+    # whose bottleneck it is mostly (over half its share) by assumption (a part of bottlenecks)
+    assumed_share_of_critical_path: Optional[dict] = None
+    assumed_bottlenecks: Optional[dict] = None
 
     def __post_init__(self) -> None:
         for name in ("bottlenecks", "share_of_critical_path", "lanes", "gpu", "load",
-                     "evidence_basis"):
+                     "evidence_basis", "assumed_share_of_critical_path", "assumed_bottlenecks"):
             object.__setattr__(self, name, frozen(getattr(self, name)))
 
     def to_dict(self) -> dict:
@@ -207,6 +234,9 @@ class Summary:
                "orchestration_share": self.orchestration_share,
                "measured_share": self.measured_share,
                "evidence_basis": thawed(self.evidence_basis) or {},
+               "assumed_share_of_critical_path": thawed(
+                   self.assumed_share_of_critical_path) or dict.fromkeys(CLASSES, 0.0),
+               "assumed_bottlenecks": thawed(self.assumed_bottlenecks) or {},
                "lanes": thawed(self.lanes), "spans": self.spans,
                "orphan_spans": self.orphan_spans, "orphan_roots": self.orphan_roots,
                "spans_off_path": self.spans_off_path}
@@ -216,16 +246,6 @@ class Summary:
         if self.load is not None:
             out["load"] = thawed(self.load)
         return out
-
-
-class ReadOnlyDict(dict):
-    """A dict that cannot be changed (it prints, compares and serialises as a dict)."""
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("an analysis' results are read-only: copy them with dict() to change")
-
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = \
-        _read_only  # type: ignore[assignment]
 
 
 def frozen(value: Any) -> Any:

@@ -16,10 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from .evidence import BASES, CLASSES, IO, MEASURED_BASIS
+from .evidence import BASES, CLASSES, IO, LABEL_BASIS, MEASURED_BASIS
 from .results import Summary
 
 CLOSE = 0.3  # a margin between the top two classes below this lowers the confidence
+# a class (a task's bottleneck, a section's class) over this part of whose share rests on a
+# stage label or an assumption rather than measurement is marked as assumed in every output
+MOSTLY_ASSUMED = 0.5
+ASSUMED_MARK = "*"  # the mark, in the text outputs
+ASSUMED_LEGEND = "assumed from a stage label, not measured"
 GUESSED = 0.5  # below this measured share of the critical paths, every output warns
 EVIDENCE_SPANS = 3  # the spans a task's evidence names
 
@@ -42,6 +47,22 @@ def bottlenecks(shares: Any, duration: Any, first_cls: Any) -> Any:
                     np.asarray(first_cls, dtype=np.int64))
 
 
+def assumed_parts(shares: Any, basis: Any, wait_cls: Any) -> Any:
+    """Per section (rows of ``shares``, an (n, 6) array), the part of each class share that
+    rests on a stage label or an assumption rather than on measurement: where a section's class
+    rests on the label (``basis`` :data:`~.evidence.LABEL_BASIS`), the share of the class its
+    waiting was given (``wait_cls``: without accounting, the class its stage gave the whole
+    span; for an inference at a local server with no timing, the assumed accelerator), not
+    what was measured of it (the CPU it used itself, its page faults)."""
+    shares = np.asarray(shares, dtype=np.float64).reshape(-1, len(CLASSES))
+    out = np.zeros_like(shares)
+    rows = np.flatnonzero(np.asarray(basis, dtype=np.int64) == LABEL_BASIS)
+    if len(rows):
+        cls = np.asarray(wait_cls, dtype=np.int64)[rows]
+        out[rows, cls] = shares[rows, cls]
+    return out
+
+
 NO_CLASS = CLASSES.index(IO)  # the first section's class of a task without sections
 
 
@@ -55,18 +76,44 @@ def span_label(name: str, stage: Any) -> str:
     return f"{name} ({stage})" if stage else name
 
 
+def mostly_assumed(shares: Any, assumed: Any, cls: str) -> bool:
+    """Whether class ``cls`` rests mostly (over :data:`MOSTLY_ASSUMED` of its share) on a stage
+    label or an assumption: ``shares`` and ``assumed`` map classes to fractions (``assumed``
+    may be None: nothing assumed)."""
+    share = shares.get(cls, 0.0) if shares else 0.0
+    return bool(assumed) and share > 0 and assumed.get(cls, 0.0) > MOSTLY_ASSUMED * share
+
+
+def bottleneck_assumed(task: Any) -> bool:
+    """Whether the task's bottleneck rests mostly on a stage label or an assumption (it is
+    marked as such wherever the bottleneck is shown)."""
+    return mostly_assumed(task.shares, getattr(task, "assumed", None), task.bottleneck)
+
+
+def section_assumed(segment: Any) -> bool:
+    """Whether a critical-path section's class rests mostly on a stage label or an
+    assumption."""
+    return mostly_assumed(segment.shares, getattr(segment, "assumed", None), segment.cls)
+
+
 def summarize(tasks: Any, sections: Any = None, orphan_roots: int = 0) -> Summary:
     """Fleet figures over all tasks (and their ``sections``, for what the classes rest on)."""
     total = sum(t.duration_ns for t in tasks)
     basis = evidence_basis(sections)
     by_class = dict.fromkeys(CLASSES, 0.0)
+    assumed = dict.fromkeys(CLASSES, 0.0)
     for t in tasks:
         for c in CLASSES:
             by_class[c] += t.shares.get(c, 0.0) * t.duration_ns
+        for c, v in t.assumed.items():
+            assumed[c] += v * t.duration_ns
     counts: dict = {}
+    assumed_counts: dict = {}
     lanes: dict = {}
     for t in tasks:
         counts[t.bottleneck] = counts.get(t.bottleneck, 0) + 1
+        if bottleneck_assumed(t):
+            assumed_counts[t.bottleneck] = assumed_counts.get(t.bottleneck, 0) + 1
         lane = t.lane or "unknown"
         lanes[lane] = lanes.get(lane, 0) + 1
     return Summary(
@@ -82,7 +129,10 @@ def summarize(tasks: Any, sections: Any = None, orphan_roots: int = 0) -> Summar
         measured_share=basis[BASES[MEASURED_BASIS]],
         evidence_basis=basis,
         orphan_spans=sum(t.orphans for t in tasks), orphan_roots=orphan_roots,
-        spans_off_path=sum(t.off_path for t in tasks))
+        spans_off_path=sum(t.off_path for t in tasks),
+        assumed_share_of_critical_path={c: round(v / total, 4) if total else 0.0
+                                        for c, v in assumed.items()},
+        assumed_bottlenecks=dict(sorted(assumed_counts.items(), key=lambda kv: -kv[1])))
 
 
 def evidence_basis(sections: Any) -> dict:
@@ -96,13 +146,17 @@ def evidence_basis(sections: Any) -> dict:
     return {b: round(float(v / total), 4) if total else 0.0 for b, v in zip(BASES, per)}
 
 
-def breakdown(sections: Any, keys: Any) -> dict:
+def breakdown(sections: Any, keys: Any, assumed: bool = False) -> dict:
     """Critical-path seconds per class, summed by ``keys`` (one label per section, e.g. its
-    stage or its task's lane): {label: {class: seconds}}, labels sorted."""
+    stage or its task's lane): {label: {class: seconds}}, labels sorted. With ``assumed``, only
+    the seconds whose class rests on a stage label or an assumption."""
     if not len(sections):
         return {}
     length = (np.asarray(sections.end_ns) - np.asarray(sections.start_ns)).astype(np.float64)
-    weighted = np.asarray(sections.shares, dtype=np.float64) * (length / 1e9)[:, None]
+    parts = sections.shares if not assumed else sections.assumed
+    if parts is None:  # nothing assumed
+        parts = np.zeros((len(sections), len(CLASSES)))
+    weighted = np.asarray(parts, dtype=np.float64) * (length / 1e9)[:, None]
     uniq, inv = np.unique(np.asarray(keys, dtype=object).astype(str), return_inverse=True)
     sums = np.zeros((len(uniq), len(CLASSES)))
     np.add.at(sums, inv, weighted)

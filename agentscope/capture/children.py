@@ -57,6 +57,16 @@ def credit(node: Any, ru: Any) -> None:
         node = node.local_parent
 
 
+def credit_workers(node: Any, cpu_ns: int) -> None:
+    """Add the CPU time of a job that ``node``'s span handed to another thread (a pool job, a
+    thread it started) to it and its open ancestors."""
+    with _lock:
+        while node is not None:
+            if not node.end_ns:
+                node.workers_cpu_ns += cpu_ns
+            node = node.local_parent
+
+
 def _on_reaped(pid: int, ru: Any) -> None:
     with _lock:
         node = _owners.pop(pid, None)

@@ -18,13 +18,14 @@ import contextvars
 import functools
 import os
 import threading
+import time
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .._log import log
-from . import state
+from . import children, state
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,6 +67,7 @@ def install_thread_propagation() -> None:
     def start(self: threading.Thread) -> None:
         try:
             self._agentscope_context = contextvars.copy_context()  # type: ignore[attr-defined]
+            self._agentscope_node = children.current_node()  # type: ignore[attr-defined]
             for hook in thread_start_hooks:
                 hook()
         except Exception:
@@ -79,7 +81,8 @@ def install_thread_propagation() -> None:
             if ctx is None:
                 return bootstrap_inner(self)
             self._agentscope_context = None  # type: ignore[attr-defined]
-            return ctx.run(bootstrap_inner, self)
+            node, self._agentscope_node = getattr(self, "_agentscope_node", None), None
+            return ctx.run(_credited, node, bootstrap_inner, self)
 
         threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
         threading.Thread.start = start  # type: ignore[method-assign]
@@ -88,9 +91,29 @@ def install_thread_propagation() -> None:
 
     @functools.wraps(submit)
     def submit_in_context(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        return submit(self, contextvars.copy_context().run, fn, *args, **kwargs)
+        node = children.current_node()
+        if node is None:
+            return submit(self, contextvars.copy_context().run, fn, *args, **kwargs)
+        return submit(self, contextvars.copy_context().run, _credited, node, fn, *args,
+                      **kwargs)
 
     concurrent.futures.ThreadPoolExecutor.submit = submit_in_context  # type: ignore[method-assign]
+
+
+def _credited(node: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn`` on this (worker) thread and credit its CPU time to the span ``node`` that
+    handed it over (None: no span), while that span is open: the span waited for its
+    workers' computing as for a child process's (docs/analysis.md, worker threads)."""
+    if node is None:
+        return fn(*args, **kwargs)
+    cpu0 = time.thread_time_ns()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        try:
+            children.credit_workers(node, time.thread_time_ns() - cpu0)
+        except Exception:  # never break the job
+            pass
 
 
 # ---- processes ------------------------------------------------------------------------------

@@ -29,10 +29,11 @@ from opentelemetry.trace import Status, StatusCode
 from .._log import log, log_once
 from ..records import SpanLink
 from ..semconv import ACCOUNTING_ATTRIBUTES as ACCOUNTING
-from ..semconv import CHILD_IVCSW, CHILD_VCSW, SYSTEM_CPU
+from ..semconv import CHILD_IVCSW, CHILD_VCSW, OTHER_THREADS_CPU, SYSTEM_CPU, WORKERS_CPU
 from .._version import __version__
 from . import children, otelctx, propagation, sdk_bridge, state
-from .span import LeanSpan, LeanTracerProvider, native_thread_id, thread_rusage
+from .span import (OTHER_CPU_MIN_NS, RUSAGE_MIN_SPAN_NS, LeanSpan, LeanTracerProvider,
+                   native_thread_id, thread_rusage)
 from .writer import SpanFileWriter
 
 
@@ -270,8 +271,8 @@ def _at_exit() -> None:
 class SdkHandle:
     """A span created by the application's SDK tracer, plus our resource accounting."""
 
-    __slots__ = ("span", "token", "ident", "ru0", "cpu0", "child_cpu_ns", "children", "child_majflt",
-                 "child_ivcsw", "child_vcsw",
+    __slots__ = ("span", "token", "ident", "ru0", "cpu0", "proc0", "start_ns", "child_cpu_ns",
+                 "children", "child_majflt", "child_ivcsw", "child_vcsw", "workers_cpu_ns",
                  "end_ns", "local_parent", "loop")
 
     def fail(self, exc: BaseException) -> None:
@@ -286,7 +287,11 @@ class SdkHandle:
         ru0 = self.ru0
         same_thread = threading.get_ident() == self.ident
         if same_thread:
-            attrs[ACCOUNTING["thread_cpu_ns"]] = time.thread_time_ns() - self.cpu0
+            attrs[ACCOUNTING["thread_cpu_ns"]] = cpu = time.thread_time_ns() - self.cpu0
+            if time.time_ns() - self.start_ns >= RUSAGE_MIN_SPAN_NS:
+                other = time.process_time_ns() - self.proc0 - cpu
+                if other >= OTHER_CPU_MIN_NS:
+                    attrs[OTHER_THREADS_CPU] = other
         if ru0 is not None and same_thread:
             ru1 = thread_rusage()
             a = ACCOUNTING
@@ -301,6 +306,8 @@ class SdkHandle:
         attrs[ACCOUNTING["child_majflt"]] = self.child_majflt
         if self.children:
             attrs[CHILD_IVCSW], attrs[CHILD_VCSW] = self.child_ivcsw, self.child_vcsw
+        if self.workers_cpu_ns:
+            attrs[WORKERS_CPU] = self.workers_cpu_ns
         if self.loop:
             attrs["agentscope.cpu.scope"] = "loop"
         self.end_ns = 1
@@ -361,7 +368,10 @@ def _begin_sdk(rt: Runtime, ctx: Any, name: str, stage: Optional[str],
     h.ident = threading.get_ident()
     h.ru0 = thread_rusage()
     h.cpu0 = time.thread_time_ns()
+    h.proc0 = time.process_time_ns()
+    h.start_ns = time.time_ns()
     h.child_cpu_ns = h.children = h.child_majflt = h.child_ivcsw = h.child_vcsw = h.end_ns = 0
+    h.workers_cpu_ns = 0
     h.loop = loop
     h.local_parent = None if new_trace or parent is None else _sdk_nodes.get(id(parent))
     _sdk_nodes[id(span)] = h

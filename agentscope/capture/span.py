@@ -33,6 +33,7 @@ _getrusage = resource.getrusage
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
 _time_ns = time.time_ns
 _thread_time_ns = time.thread_time_ns
+_process_time_ns = time.process_time_ns
 _get_ident = threading.get_ident
 _randbits = random.getrandbits
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -50,6 +51,10 @@ RUSAGE_REUSE_NS = 50_000
 # a few microseconds of work cannot be a task's bottleneck, and skipping the second getrusage
 # keeps tight loops of tiny spans cheap. Their on-CPU time is always measured.
 RUSAGE_MIN_SPAN_NS = 50_000
+# The CPU time of the process's other threads over a span is recorded when at least this much
+# (and the span is at least RUSAGE_MIN_SPAN_NS long): less cannot change a verdict, and most
+# spans then carry no attribute for it
+OTHER_CPU_MIN_NS = 1_000_000
 
 _thread_local = threading.local()
 
@@ -102,6 +107,7 @@ class LeanSpan(trace.Span):
     child_majflt = 0
     child_ivcsw = 0
     child_vcsw = 0
+    workers_cpu_ns = 0
     _own_attrs = False
     _sc: Optional[SpanContext] = None
 
@@ -150,6 +156,7 @@ class LeanSpan(trace.Span):
             tl.ru, tl.ru_ns = ru, now
         self.ru0 = ru
         self.cpu0 = _thread_time_ns()
+        self.proc0 = _process_time_ns()
         self.start_ns = now if start_ns is None else start_ns
 
     # ---- the hot end ----------------------------------------------------------------------
@@ -160,9 +167,13 @@ class LeanSpan(trace.Span):
         if _get_ident() == self.ident:
             # keep deltas, not the rusage structs: spans wait in the queue for up to a flush
             # interval, and every byte they hold then costs page faults on the hot path
-            self.thread_cpu_ns = _thread_time_ns() - self.cpu0
+            self.thread_cpu_ns = cpu = _thread_time_ns() - self.cpu0
             self.cpu0 = None
             ru0 = self.ru0
+            if now - self.start_ns >= RUSAGE_MIN_SPAN_NS:
+                other = _process_time_ns() - self.proc0 - cpu
+                if other >= OTHER_CPU_MIN_NS:
+                    self.attrs = {**self.attrs, semconv.OTHER_THREADS_CPU: other}
             if ru0 is not None and now - self.start_ns >= RUSAGE_MIN_SPAN_NS:
                 ru1 = _getrusage(_RUSAGE_THREAD)
                 tl = _thread_local
@@ -178,6 +189,8 @@ class LeanSpan(trace.Span):
         if self.children:  # rare: its child processes' context switches
             self.attrs = {**self.attrs, semconv.CHILD_IVCSW: self.child_ivcsw,
                           semconv.CHILD_VCSW: self.child_vcsw}
+        if self.workers_cpu_ns:  # rare: jobs it handed to worker threads
+            self.attrs = {**self.attrs, semconv.WORKERS_CPU: self.workers_cpu_ns}
         self.end_ns = now if end_time is None else end_time
         rt = state.active
         if rt is not None:

@@ -1,8 +1,9 @@
 """Grafana dashboards over the metrics of exporters/prometheus.py, built with Grafana's own
 ``grafana-foundation-sdk`` builders, and a provisioning file that loads them.
 
-Two dashboards: the **fleet overview** (where the critical-path time goes, the bottleneck of
-tasks, GPU idle and what the critical paths did meanwhile, orchestration share, what the
+Two dashboards: the **fleet overview** (where the critical-path time goes, with the time
+whose class rests on a stage label or an assumption apart from the measured, the bottleneck
+of tasks, GPU idle and what the critical paths did meanwhile, orchestration share, what the
 verdicts rest on (measured, stage labels, untraced), tasks per hour,
 tail latency by lane) and the **hosts and GPUs** view (the sampler's latest counters). Every
 panel queries a Prometheus data source chosen by the dashboard's ``datasource`` variable.
@@ -20,8 +21,13 @@ from typing import Any
 
 # (title, kind, unit, [(expr, legend)]) per panel; kind: stat | bargauge | timeseries | piechart
 FLEET = [
-    ("Where the critical-path time goes", "piechart", "s", [
-        ("sum by (class) (agentscope_critical_path_seconds_total)", "{{class}}")]),
+    # the measured part of each class, and apart the part only assumed (from a stage label)
+    ("Where the critical-path time goes (assumed: from a stage label, not measured)",
+     "piechart", "s", [
+         ("sum by (class) (agentscope_critical_path_seconds_total) - sum by (class) "
+          "(agentscope_critical_path_assumed_seconds_total)", "{{class}}"),
+         ("sum by (class) (agentscope_critical_path_assumed_seconds_total)",
+          "{{class}} (assumed)")]),
     ("Critical-path time by stage and class", "bargauge", "s", [
         ("sum by (stage, class) (agentscope_critical_path_stage_seconds_total)",
          "{{stage}} {{class}}")]),
@@ -31,6 +37,8 @@ FLEET = [
         ("agentscope_orchestration_ratio", "orchestration")]),
     ("What the verdicts rest on (share of critical-path time)", "stat", "percentunit", [
         ("agentscope_critical_path_basis_ratio", "{{basis}}")]),
+    ("Critical-path time per class assumed from a stage label, not measured", "stat",
+     "percentunit", [("agentscope_critical_path_assumed_ratio", "{{class}} (assumed)")]),
     ("GPU idle", "stat", "percentunit", [
         ("agentscope_gpu_idle_ratio", "{{gpu}}@{{host}}")]),
     ("While the GPU sat idle, the critical paths were", "bargauge", "percentunit", [
@@ -47,7 +55,9 @@ FLEET = [
          "p99 {{lane}}")]),
     ("Critical-path time per class, by lane", "timeseries", "s", [
         ("sum by (lane, class) (agentscope_critical_path_seconds_total)",
-         "{{lane}} {{class}}")]),
+         "{{lane}} {{class}}"),
+        ("sum by (lane, class) (agentscope_critical_path_assumed_seconds_total)",
+         "{{lane}} {{class}} (assumed)")]),
 ]
 
 HOSTS = [

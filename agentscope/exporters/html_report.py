@@ -31,7 +31,8 @@ from typing import Any, Optional
 from .. import metric_names as mn
 from ..analysis import Analysis, iso_time
 from ..analyzers.evidence import CLASSES
-from ..analyzers.verdict import basis_words, guess_warning, partial_words
+from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
+                                 guess_warning, partial_words, section_assumed)
 from .views import typical_tasks
 
 SCHEMA = "agentscope.report/v1"
@@ -90,13 +91,17 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
     summary = analysis.summary.to_dict()
     problems = analysis.problems
     by_stage, by_lane = analysis.breakdown("stage"), analysis.breakdown("lane")
+    # the part of them whose class rests on a stage label or an assumption: drawn hatched
+    assumed_by_stage = analysis.breakdown("stage", assumed=True)
+    assumed_by_lane = analysis.breakdown("lane", assumed=True)
     typical = typical_tasks(tasks)
     chosen = pick_timelines(analysis, timelines, typical)
     rows = []
     for i, t in enumerate(tasks):
         rows.append([t.name, t.lane or "", iso_time(t.start_ns), _r(t.duration_ns / 1e9),
                      t.bottleneck, t.confidence, [_r(t.shares.get(c, 0.0), 4) for c in CLASSES],
-                     t.evidence[0] if t.evidence else "", t.trace_id, list(t.evidence[1:])])
+                     t.evidence[0] if t.evidence else "", t.trace_id, list(t.evidence[1:]),
+                     [_r(t.assumed.get(c, 0.0), 4) for c in CLASSES], bottleneck_assumed(t)])
     spans = analysis.spans_of([tasks[i].trace_id for i in chosen])
     lines: dict = {}
     windows = []
@@ -111,7 +116,7 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
                       row.host or ""] for row in own]
         path = [[_r((g.start_ns - t0) / 1e9), _r((g.end_ns - t0) / 1e9), g.cls,
                  index.get(g.span_id, -1), g.name or "", g.stage or "", g.evidence or "",
-                 _r(g.confidence, 2)] for g in t.segments]
+                 _r(g.confidence, 2), section_assumed(g)] for g in t.segments]
         lines[str(i)] = {"spans": span_rows, "path": path, "evidence": list(t.evidence)}
         # the task's host: where its critical path spent the most time (a task may span
         # several: an agent and its model server)
@@ -143,15 +148,24 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
         "summary": {k: summary[k] for k in ("tasks", "spans", "critical_path_s",
                                             "share_of_critical_path", "bottlenecks",
                                             "orchestration_share", "lanes",
-                                            "measured_share", "evidence_basis")},
+                                            "measured_share", "evidence_basis",
+                                            "assumed_share_of_critical_path",
+                                            "assumed_bottlenecks")},
+        # how a class that rests on a stage label or an assumption is drawn apart: hatched
+        # (and, in text, marked)
+        "assumed": {"legend": ASSUMED_LEGEND, "mark": ASSUMED_MARK,
+                    "any": any(v > 0 for t in tasks for v in t.assumed.values())},
         "basis": basis_words(analysis.summary),
         "warning": guess_warning(analysis.summary),
         "partial": partial_words(analysis.summary),
         "gpu": summary.get("gpu") or {},
         "by_stage": by_stage,
         "by_lane": by_lane,
+        "assumed_by_stage": assumed_by_stage,
+        "assumed_by_lane": assumed_by_lane,
         "task_columns": ["name", "lane", "start", "duration_s", "bottleneck", "confidence",
-                         "shares", "evidence", "trace_id", "more_evidence"],
+                         "shares", "evidence", "trace_id", "more_evidence",
+                         "assumed_shares", "bottleneck_assumed"],
         "tasks": rows,
         "typical": typical,
         "timelines": lines,

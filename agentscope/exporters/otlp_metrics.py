@@ -3,7 +3,9 @@ OpenTelemetry Collector or any OTLP metrics backend: ``agentscope export otlp-me
 
 The same values as the Prometheus endpoint, under OpenTelemetry names (dotted, the unit in
 ``unit``): ``agentscope.tasks`` ({task}, a cumulative sum), ``agentscope.task.duration`` (s, an
-explicit-bucket histogram), ``agentscope.critical_path`` (s), ... and the sampler's own names
+explicit-bucket histogram), ``agentscope.critical_path`` (s) and the part of it whose class
+rests on a stage label or an assumption, ``agentscope.critical_path.assumed`` (s), ... and the
+sampler's own names
 (``system.cpu.utilization``, ``hw.gpu.utilization``, ...). A Collector's Prometheus exporter
 maps them back to the names ``agentscope serve`` uses (``agentscope_tasks_total``,
 ``hw_gpu_utilization_ratio``).
@@ -28,6 +30,8 @@ OTEL_NAMES = {
     "agentscope_critical_path_stage_seconds": ("agentscope.critical_path.stage", "s"),
     "agentscope_orchestration_ratio": ("agentscope.orchestration.ratio", "1"),
     "agentscope_critical_path_basis_ratio": ("agentscope.critical_path.basis", "1"),
+    "agentscope_critical_path_assumed_seconds": ("agentscope.critical_path.assumed", "s"),
+    "agentscope_critical_path_assumed_ratio": ("agentscope.critical_path.assumed.ratio", "1"),
     "agentscope_gpu_busy_ratio": ("agentscope.gpu.busy", "1"),
     "agentscope_gpu_idle_ratio": ("agentscope.gpu.idle", "1"),
     "agentscope_gpu_idle_attribution_ratio": ("agentscope.gpu.idle.attribution", "1"),

@@ -4,7 +4,9 @@ Two kinds of metric, with Prometheus naming rules (``snake_case``, the unit as a
 ``_total`` on counters, ``_ratio`` for 0..1):
 
 * **From the analysis** (``agentscope_*``): tasks and their durations by bottleneck class,
-  lane and task name; critical-path seconds per class (by lane and task, and by stage);
+  lane and task name; critical-path seconds per class (by lane and task, and by stage), and
+  apart the part of them whose class rests on a stage label or an assumption rather than on
+  measurement (``agentscope_critical_path_assumed_*``);
   orchestration; per GPU, its busy and idle shares and what the critical paths did while it
   sat idle.
 * **From the sampler** (the latest value of each host, GPU and model-server counter in the
@@ -81,7 +83,8 @@ ANALYSIS_NAMES = (
     "agentscope_task_duration_seconds_sum", "agentscope_task_duration_seconds_count",
     "agentscope_critical_path_seconds_total", "agentscope_orchestration_seconds_total",
     "agentscope_critical_path_stage_seconds_total", "agentscope_orchestration_ratio",
-    "agentscope_critical_path_basis_ratio", "agentscope_gpu_busy_ratio",
+    "agentscope_critical_path_basis_ratio", "agentscope_critical_path_assumed_seconds_total",
+    "agentscope_critical_path_assumed_ratio", "agentscope_gpu_busy_ratio",
     "agentscope_gpu_idle_ratio", "agentscope_gpu_idle_attribution_ratio",
     "agentscope_last_refresh_timestamp_seconds", "agentscope_refresh_failures_total")
 
@@ -113,8 +116,13 @@ def analysis_metrics(analysis: Any) -> list:
                    labels=["class", "lane", "task"])
     orch = Counter("agentscope_orchestration_seconds", "Critical-path seconds of the agents' "
                    "own code (task and agent spans' self time), by lane", labels=["lane"])
+    guessed = Counter("agentscope_critical_path_assumed_seconds", "The part of "
+                      "agentscope_critical_path_seconds whose class rests on a stage label or "
+                      "an assumption, not on measurement, by lane and task name",
+                      labels=["class", "lane", "task"])
     groups: dict = {}
     seconds: dict = {}
+    assumed_s: dict = {}
     orch_s: dict = {}
     for t in tasks:
         lane = t.lane or "(none)"
@@ -123,12 +131,15 @@ def analysis_metrics(analysis: Any) -> list:
         for c in CLASSES:
             k = (c, lane, key[2])
             seconds[k] = seconds.get(k, 0.0) + t.shares.get(c, 0.0) * t.duration_ns / 1e9
+            assumed_s[k] = assumed_s.get(k, 0.0) + t.assumed.get(c, 0.0) * t.duration_ns / 1e9
         orch_s[lane] = orch_s.get(lane, 0.0) + t.orchestration_ns / 1e9
     for key, values in sorted(groups.items()):
         count.add_metric(list(key), len(values))
         duration.add_metric(list(key), _buckets(values), sum(values))
     for key, v in sorted(seconds.items()):
         path.add_metric(list(key), v)
+    for key, v in sorted(assumed_s.items()):
+        guessed.add_metric(list(key), v)
     for lane, v in sorted(orch_s.items()):
         orch.add_metric([lane], v)
     by_stage = analysis.breakdown("stage")
@@ -147,7 +158,12 @@ def analysis_metrics(analysis: Any) -> list:
                   "(untraced)", labels=["basis"])
     for key, v in sorted((summary.evidence_basis or {}).items()):
         basis.add_metric([key], v)
-    out = [count, duration, path, orch, stage, share, basis]
+    assumed = Gauge("agentscope_critical_path_assumed_ratio", "Share of all critical-path time "
+                    "that is of each class only by a stage label or an assumption, not by "
+                    "measurement", labels=["class"])
+    for c in CLASSES:
+        assumed.add_metric([c], (summary.assumed_share_of_critical_path or {}).get(c, 0.0))
+    out = [count, duration, path, guessed, orch, stage, share, basis, assumed]
     gpu = summary.gpu
     if gpu:
         busy = Gauge("agentscope_gpu_busy_ratio", "Share of the analysed tasks' time the GPU "

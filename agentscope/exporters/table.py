@@ -11,21 +11,40 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..analyzers.evidence import CLASSES
-from ..analyzers.verdict import basis_words, guess_warning, partial_words
+from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
+                                 guess_warning, partial_words, section_assumed)
 from ..analysis import Analysis
-from .views import bar, inert, path_rows, typical_tasks
+from .views import (assumed_shares, assumed_words, bar, bottleneck_counts, inert, marked,
+                    path_rows, typical_tasks)
 
 COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue",
            "untraced": "bright_black"}
 
 
-def _bar(shares: dict, width: int = 20) -> str:
+def _bar(shares: dict, width: int = 20, assumed: Any = None) -> str:
+    """A task's shares as a row of class initials; the part of a class that rests on a stage
+    label or an assumption (``assumed``) in lower case."""
     out = []
     for c in CLASSES:
         n = round(shares.get(c, 0.0) * width)
         if n:
-            out.append(f"[{COLOURS[c]}]{c[0].upper() * n}[/]")
+            k = min(round((assumed or {}).get(c, 0.0) * width), n)
+            out.append(f"[{COLOURS[c]}]{c[0].upper() * (n - k)}{c[0].lower() * k}[/]")
     return "".join(out)
+
+
+def fleet_cells(summary: Any) -> list:
+    """The fleet's share per class, as text; a class part of whose time rests on a stage label
+    or an assumption is marked."""
+    assumed = summary.assumed_share_of_critical_path or {}
+    return [marked(f"{summary.share_of_critical_path[c]:.1%}", assumed.get(c, 0.0) > 0)
+            for c in CLASSES]
+
+
+def assumed_legend(summary: Any) -> str:
+    """The legend of the mark, with the fleet's assumed shares when there are any."""
+    words = assumed_words(summary)
+    return f"{ASSUMED_MARK} {ASSUMED_LEGEND}" + (f" ({words})" if words else "")
 
 
 def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
@@ -40,13 +59,15 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
     for c in CLASSES:
         fleet.add_column(c, justify="right", style=COLOURS[c])
     fleet.add_column("bottleneck of", justify="left")
-    fleet.add_row(*(f"{s.share_of_critical_path[c]:.1%}" for c in CLASSES),
-                  ", ".join(f"{n} {c}" for c, n in s.bottlenecks.items()) or "-")
+    fleet.add_row(*fleet_cells(s), bottleneck_counts(s) or "-")
     console.print(fleet)
+    if assumed_shares(s) or s.assumed_bottlenecks:
+        console.print(assumed_legend(s), markup=False, highlight=False)
+    marks = False  # whether a task's class below is marked (the legend again, under them)
     for line in gpu_lines(s):
         console.print(inert(line), markup=False, highlight=False)
     for label, t in featured(analysis.task_results):
-        _timeline(console, label, t)
+        marks = _timeline(console, label, t) or marks
     tasks = sorted(analysis.task_results, key=lambda t: -t.duration_ns)
     table = Table(title=f"Tasks (slowest {min(limit, len(tasks))} of {len(tasks)})",
                   title_justify="left")
@@ -55,12 +76,21 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
                     ("conf.", {"justify": "right"}), ("shares", {"no_wrap": True, "min_width": 20}),
                     ("held longest by", {"overflow": "fold"})):
         table.add_column(col, **kw)
+    lower = False
     for t in tasks[:limit]:
+        guessed = bottleneck_assumed(t)
+        longest, held_assumed = _longest(t)
+        shares = _bar(t.shares, assumed=t.assumed)
+        lower = lower or any(ch.islower() for ch in re.sub(r"\[[^]]*\]", "", shares))
+        marks = marks or guessed or held_assumed
         table.add_row(_cell(t.name), _cell(t.lane or "-"), f"{t.duration_ns / 1e9:.3f} s",
-                      f"[{COLOURS[t.bottleneck]}]{t.bottleneck}[/]", f"{t.confidence:.2f}",
-                      _bar(t.shares), _cell(_longest(t)))
+                      f"[{COLOURS[t.bottleneck]}]{escape(marked(t.bottleneck, guessed))}[/]",
+                      f"{t.confidence:.2f}", shares, _cell(longest))
     console.print(table)
-    console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES))
+    console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES)
+                  + (f" (lower case: {ASSUMED_LEGEND})" if lower else ""))
+    if marks:
+        console.print(f"{ASSUMED_MARK} {ASSUMED_LEGEND}", markup=False, highlight=False)
     _problems(list(analysis.problems), console)
 
 
@@ -91,21 +121,27 @@ def featured(tasks: list) -> list:
 
 def timeline_lines(t: Any, width: int = 40, max_rows: int = 10) -> list:
     """The task's critical path as text rows: (when, what, class, bar); the bar's fill is the
-    class's initial, so it reads without colour too."""
+    class's initial, so it reads without colour too. A section whose class rests on a stage
+    label or an assumption has its class marked ('gpu*') and its fill in lower case."""
     total = t.duration_ns / 1e9
     out = []
-    for name, stage, cls, a, b in path_rows(t, max_rows):
+    for name, stage, cls, a, b, guessed in path_rows(t, max_rows, assumed=True):
         if a is None:
             out.append(("", name, "", ""))
             continue
         what = inert(f"{name} [{stage}]" if stage else name)
-        out.append((f"{a:8.3f}–{b:.3f} s", what, cls, bar(a, b, total, width, cls[0].upper())))
+        fill = cls[0].lower() if guessed else cls[0].upper()
+        out.append((f"{a:8.3f}–{b:.3f} s", what, marked(cls, guessed),
+                    bar(a, b, total, width, fill)))
     return out
 
 
-def _timeline(console: Console, label: str, t: Any) -> None:
+def _timeline(console: Console, label: str, t: Any) -> bool:
+    """Print a task's timeline; returns whether anything in it was marked as assumed."""
+    guessed = bottleneck_assumed(t)
     console.print(f"[bold]{_cell(label)}[/]: {_cell(t.name)} ({_cell(t.lane or 'no lane')}, "
-                  f"{t.duration_ns / 1e9:.3f} s, [{COLOURS[t.bottleneck]}]{t.bottleneck}[/], "
+                  f"{t.duration_ns / 1e9:.3f} s, [{COLOURS[t.bottleneck]}]"
+                  f"{escape(marked(t.bottleneck, guessed))}[/], "
                   f"confidence {t.confidence:.2f})", highlight=False)
     rows = timeline_lines(t)
     wide = min(max((len(r[1]) for r in rows), default=0), 36)
@@ -114,10 +150,12 @@ def _timeline(console: Console, label: str, t: Any) -> None:
             console.print(f"  {'':18} {_cell(what)}", highlight=False)
             continue
         what = what if len(what) <= wide else what[:wide - 1] + "…"
+        colour = COLOURS[cls.rstrip(ASSUMED_MARK)]
         console.print(f"  {when:>18} {_cell(f'{what:<{wide}}')} "
-                      f"[{COLOURS[cls]}]{cls:<9}|{fill}|[/]", highlight=False)
+                      f"[{colour}]{escape(f'{cls:<9}')}|{fill}|[/]", highlight=False)
     if t.evidence:
         console.print(f"  evidence: {inert(t.evidence[0])}", markup=False, highlight=False)
+    return guessed or any(r[2].endswith(ASSUMED_MARK) for r in rows)
 
 
 def gpu_lines(summary: Any) -> list:
@@ -132,16 +170,18 @@ def gpu_lines(summary: Any) -> list:
     return out
 
 
-def _longest(t: Any) -> str:
-    """The span holding most of the path, its share and class, e.g. 'web-search 44% io'."""
+def _longest(t: Any) -> tuple:
+    """The span holding most of the path, its share and class, e.g. 'web-search 44% io'
+    ('plan 60% gpu*' where its class rests on an assumption), and whether it was marked."""
     held: dict = {}
     for s in t.segments:
         entry = held.setdefault(s.span_id, [0, s])
         entry[0] += s.end_ns - s.start_ns
     if not held or not t.duration_ns:
-        return ""
+        return "", False
     length, seg = max(held.values(), key=lambda e: e[0])
-    return f"{seg.name} {length / t.duration_ns:.0%} {seg.cls}"
+    guessed = section_assumed(seg)
+    return f"{seg.name} {length / t.duration_ns:.0%} {marked(seg.cls, guessed)}", guessed
 
 
 def _problems(problems: list, console: Console, limit: int = 10) -> None:
@@ -159,33 +199,47 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
     s = analysis.summary
     problems = analysis.problems
     warning = guess_warning(s)
+    star = "\\" + ASSUMED_MARK  # the mark, as Markdown shows it
     lines = [f"## agentscope: {s.tasks} tasks", "",
              f"{s.critical_path_s:.3f} s on critical paths; orchestration "
              f"{s.orchestration_share:.1%}; the classes: {basis_words(s)}.", "",
              *([f"> **Warning:** {_md(warning)}", ""] if warning else []),
              *([_md(partial_words(s)), ""] if partial_words(s) else []),
              "| " + " | ".join(CLASSES) + " |", "|" + "---:|" * len(CLASSES),
-             "| " + " | ".join(f"{s.share_of_critical_path[c]:.1%}" for c in CLASSES) + " |",
-             "", "Bottlenecks: " + (", ".join(f"{n} {c}" for c, n in s.bottlenecks.items())
-                                    or "none"), "",
-             *[f"- {_md(line)}" for line in gpu_lines(s)], *([""] if s.gpu else []),
-             "| task | lane | duration | bottleneck | confidence | main evidence |",
-             "|---|---|---:|---|---:|---|"]
+             "| " + " | ".join(_md(cell) for cell in fleet_cells(s)) + " |", ""]
+    legend_at = len(lines)  # the mark's legend goes here, when anything is marked
+    lines += ["Bottlenecks: " + (bottleneck_counts(s, star) or "none"), "",
+              *[f"- {_md(line)}" for line in gpu_lines(s)], *([""] if s.gpu else []),
+              "| task | lane | duration | bottleneck | confidence | main evidence |",
+              "|---|---|---:|---|---:|---|"]
+    marks = bool(assumed_shares(s) or s.assumed_bottlenecks)
     for t in sorted(analysis.task_results, key=lambda t: -t.duration_ns)[:limit]:
         evidence = _md(t.evidence[0] if t.evidence else "")
+        guessed = bottleneck_assumed(t)
+        marks = marks or guessed
         lines.append(f"| {_md(t.name)} | {_md(t.lane or '-')} | {t.duration_ns / 1e9:.3f} s | "
-                     f"**{t.bottleneck}** | {t.confidence:.2f} | {evidence} |")
+                     f"**{t.bottleneck}**{star if guessed else ''} | {t.confidence:.2f} | "
+                     f"{evidence} |")
+    lower = False
     for label, t in featured(analysis.task_results):
+        guessed = bottleneck_assumed(t)
+        marks = marks or guessed
         lines += ["", f"**{_md(label)}**: {_md(t.name)} ({_md(t.lane or 'no lane')}, "
-                      f"{t.duration_ns / 1e9:.3f} s, {t.bottleneck}, confidence "
-                      f"{t.confidence:.2f})", "", "```"]
+                      f"{t.duration_ns / 1e9:.3f} s, {t.bottleneck}{star if guessed else ''}, "
+                      f"confidence {t.confidence:.2f})", "", "```"]
         for when, what, cls, fill in timeline_lines(t):
             what = what.replace("`", "'")  # cannot close the code block
             row = f"{when:>18} {what[:36]:<36} {cls:<9}{'|' + fill + '|' if cls else ''}"
             lines.append(row.rstrip())
+            lower = lower or cls.endswith(ASSUMED_MARK)
         lines.append("```")
         if t.evidence:
             lines.append(f"Evidence: {_md(t.evidence[0])}")
+    if marks or lower:
+        words = assumed_words(s)
+        lines[legend_at:legend_at] = [
+            f"{star} {ASSUMED_LEGEND}" + (f" ({_md(words)})" if words else "")
+            + ("; in the timelines, its bar in lower case" if lower else "") + ".", ""]
     if problems:
         lines += ["", f"{len(problems)} input problems, e.g. {_md(problems[0])}"]
     return "\n".join(lines) + "\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..analyzers.verdict import ASSUMED_MARK, section_assumed
+
 # characters a terminal or a renderer acts on rather than shows: C0 and C1 controls (ESC
 # starts colour, cursor and hyperlink sequences), DEL, and the bidirectional overrides and
 # isolates that reorder what follows them (a file name that reads backwards)
@@ -38,15 +40,18 @@ def typical_tasks(tasks: list) -> dict:
     return out
 
 
-def path_rows(task: Any, max_rows: int = 12, min_share: float = 0.01) -> list:
+def path_rows(task: Any, max_rows: int = 12, min_share: float = 0.01,
+              assumed: bool = False) -> list:
     """The task's critical path as rows: consecutive sections of one span merged, as
     (name, stage, class, start_s, end_s), times from the task's start. Rows shorter than
     ``min_share`` of the task, and beyond the ``max_rows`` longest, are left out, in time order,
-    and one last row (times None) says how many and how long."""
+    and one last row (times None) says how many and how long. With ``assumed``, each row ends
+    with whether its class rests mostly on a stage label or an assumption (not measurement)."""
     rows: list = []
     t0 = task.start_ns
     for s in task.segments:
-        key = (s.span_id, s.cls)
+        guessed = section_assumed(s) if assumed else False
+        key = (s.span_id, s.cls, guessed)
         if rows and rows[-1][0] == key and rows[-1][5] == s.start_ns:
             rows[-1][5] = s.end_ns
             continue
@@ -55,14 +60,46 @@ def path_rows(task: Any, max_rows: int = 12, min_share: float = 0.01) -> list:
     longest = sorted(range(len(rows)), key=lambda i: rows[i][4] - rows[i][5])
     keep = sorted(i for i in longest[:max_rows] if rows[i][5] - rows[i][4] >= floor)
     out = [(rows[i][1], rows[i][2], rows[i][3], (rows[i][4] - t0) / 1e9, (rows[i][5] - t0) / 1e9)
-           for i in keep]
+           + ((rows[i][0][2],) if assumed else ()) for i in keep]
     left = len(rows) - len(keep)
     if left:
         kept = set(keep)
         left_ns = sum(r[5] - r[4] for i, r in enumerate(rows) if i not in kept)
         out.append((f"({left} shorter sections, {left_ns / 1e9:.3f} s in all)", "", "", None,
-                    None))
+                    None) + ((False,) if assumed else ()))
     return out
+
+
+def marked(text: str, assumed: bool) -> str:
+    """``text`` (a class, a share) with the mark of an assumed class when ``assumed``."""
+    return text + ASSUMED_MARK if assumed else text
+
+
+def bottleneck_counts(summary: Any, mark: str = ASSUMED_MARK) -> str:
+    """Tasks per bottleneck, most first, those resting mostly on an assumption marked:
+    '16 io, 15 cpu, 3 gpu (2*)' (all of them: '3 gpu*'); '' when there are none."""
+    assumed = summary.assumed_bottlenecks or {}
+    out = []
+    for c, n in summary.bottlenecks.items():
+        k = assumed.get(c, 0)
+        out.append(f"{n} {c}" + ("" if not k else mark if k == n else f" ({k}{mark})"))
+    return ", ".join(out)
+
+
+def assumed_shares(summary: Any) -> list:
+    """[(class, assumed share, whole share)] of the classes part of whose critical-path time
+    rests on a stage label or an assumption, in class order."""
+    whole = summary.share_of_critical_path
+    return [(c, v, whole.get(c, 0.0))
+            for c, v in (summary.assumed_share_of_critical_path or {}).items() if v > 0]
+
+
+def assumed_words(summary: Any) -> "str | None":
+    """The assumed part of the fleet's classes in words: 'gpu 0.4% of 0.4%' (None: none)."""
+    parts = assumed_shares(summary)
+    if not parts:
+        return None
+    return ", ".join(f"{c} {v:.1%} of {whole:.1%}" for c, v, whole in parts)
 
 
 def bar(start_s: float, end_s: float, total_s: float, width: int, fill: str) -> str:

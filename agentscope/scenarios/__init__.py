@@ -1,10 +1,11 @@
 """Labelled scenarios: agents whose bottleneck is known, to measure agentscope's verdicts.
 
 ``agentscope scenarios list`` names them; ``agentscope scenarios run NAME --out DIR`` records
-one (its agent under ``agentscope run``, counters sampled), with the ground truth beside the
-trace (``truth-*.jsonl``, see truth.py) and what was run in ``scenario.json``;
-``agentscope scenarios score DIR`` analyses a recording and scores the verdicts against the
-truth. ``benchmarks/attribution_accuracy.py`` runs them all at two load levels.
+one (its agent under ``agentscope run``, counters sampled; a scenario about traces without
+counters runs its agent alone), with the ground truth beside the trace (``truth-*.jsonl``,
+see truth.py) and what was run in ``scenario.json``; ``agentscope scenarios score DIR``
+analyses a recording and scores the verdicts against the truth.
+``benchmarks/attribution_accuracy.py`` runs them all at two load levels.
 """
 
 from __future__ import annotations
@@ -55,23 +56,32 @@ def machine() -> dict:
 def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
         hz: float = 10.0, quiet: bool = False) -> int:
     """Record scenario ``name`` into ``out`` (its agent run under ``agentscope run``, so the
-    host and process-tree counters are sampled at ``hz``); returns the agent's exit code
-    (0, or :data:`UNAVAILABLE` when this machine cannot produce it)."""
+    host and process-tree counters are sampled at ``hz``; a scenario made with
+    ``collect=False`` runs alone, its spans the whole recording); returns the agent's exit
+    code (0, or :data:`UNAVAILABLE` when this machine cannot produce it)."""
     from .._version import __version__
 
     if name not in catalogue():
         raise ValueError(f"no scenario {name!r}; known: {', '.join(catalogue())}")
+    chosen = catalogue()[name]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "agentscope.scenarios.workloads", name,
                "--tasks", str(tasks), "--load", str(load)]
     started = datetime.datetime.now(datetime.timezone.utc)
-    code = subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", "run", "--trace-dir", str(out),
-         "--hz", str(hz), "--no-per-core", "--", *command],
-        stdout=subprocess.DEVNULL if quiet else None).returncode
-    meta = {"scenario": name, "expect": catalogue()[name].expect,
-            "about": catalogue()[name].about, "tasks": tasks, "load": load, "hz": hz,
+    if chosen.collect:
+        code = subprocess.run(
+            [sys.executable, "-m", "agentscope.cli", "run", "--trace-dir", str(out),
+             "--hz", str(hz), "--no-per-core", "--", *command],
+            stdout=subprocess.DEVNULL if quiet else None).returncode
+    else:  # the trace directory as `agentscope run` gives it, and no sampler anywhere
+        env = {k: v for k, v in os.environ.items() if k != "AGENTSCOPE_COLLECT"}
+        env["AGENTSCOPE_TRACE_DIR"] = os.path.abspath(out)
+        code = subprocess.run(command, env=env,
+                              stdout=subprocess.DEVNULL if quiet else None).returncode
+    meta = {"scenario": name, "expect": chosen.expect, "about": chosen.about,
+            "tasks": tasks, "load": load, "hz": hz if chosen.collect else None,
+            "collect": chosen.collect,
             "started": started.isoformat(timespec="seconds"),
             "seconds": round((datetime.datetime.now(datetime.timezone.utc) - started)
                              .total_seconds(), 2),

@@ -23,7 +23,7 @@ from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSer
                      LatestSample, SeriesKey, SpanRow, WindowSample, sql)
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
-_COUNTER_COLUMNS = ("host_code", "pid", "vcsw", "ivcsw", "child_vcsw", "child_ivcsw")
+_COUNTER_COLUMNS = ("host_code",)
 
 
 class Store:

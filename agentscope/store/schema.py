@@ -42,8 +42,8 @@ class AnalysisInput:
     array per column, in trace order (each trace one contiguous run of rows, numbered by
     ``trace_no``). Numbers are never missing (0 = none, ``own_cpu`` < 0 = not measured);
     strings are object arrays with None for NULL. ``trace_id``, ``lane`` and ``service`` are
-    set on roots and task spans only. The counter columns (``host`` ... ``child_vcsw``) are
-    None unless the store had counter samples to join (``with_counters``)."""
+    set on roots and task spans only. ``host`` is None unless the store had counter samples to
+    join (``with_counters``)."""
 
     trace_no: Any  # int64: the trace's number, ascending
     trace_id: Any  # object
@@ -67,12 +67,17 @@ class AnalysisInput:
     sys_cpu: Any  # float64: kernel CPU of its thread (recorded where it took major faults)
     lane: Any  # object
     service: Any  # object
-    host: Optional[Any] = None  # object
-    pid: Optional[Any] = None  # int64, -1 for none
-    vcsw: Optional[Any] = None  # int64: voluntary context switches of its thread
-    ivcsw: Optional[Any] = None  # int64: involuntary ones
-    child_vcsw: Optional[Any] = None  # int64: of the child processes it waited for
-    child_ivcsw: Optional[Any] = None  # int64
+    pid: Any  # int64, -1 for none
+    tid: Any  # int64, -1 for none
+    host_hash: Any  # int64: its host as a number (spans of one process share host_hash, pid)
+    vcsw: Any  # int64: voluntary context switches of its thread
+    ivcsw: Any  # int64: involuntary ones
+    child_vcsw: Any  # int64: of the child processes it waited for
+    child_ivcsw: Any  # int64
+    other_cpu: Any  # float64: CPU of its process's other threads while it ran (0: not recorded)
+    workers_cpu: Any  # float64: CPU of the jobs it handed to worker threads, net of children's
+    thread_cpu: Any  # int64: CPU of its thread over the whole span (-1: not measured)
+    host: Optional[Any] = None  # object: only with counters
 
     def __len__(self) -> int:
         return len(self.trace_no)

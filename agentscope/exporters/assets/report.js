@@ -27,32 +27,48 @@
     return (s * 1e6).toFixed(0) + " µs";
   }
   function pct(x) { return (100 * x).toFixed(1) + "%"; }
-  function legend() {
+  // A class that rests on a stage label or an assumption (not on measurement) is drawn
+  // hatched: white stripes (this pattern) over its colour, and marked in text.
+  var A = D.assumed || {}, MARK = A.mark || "*", HATCH = "as-hatch";
+  (function () {
+    var defs = sv("svg", { width: 0, height: 0, "aria-hidden": "true", "class": "defs" });
+    var d = sv("defs"), p = sv("pattern", { id: HATCH, patternUnits: "userSpaceOnUse", width: 5, height: 5,
+                                            patternTransform: "rotate(45)" });
+    p.appendChild(sv("rect", { x: 0, y: 0, width: 2.2, height: 5, fill: "#fff", "fill-opacity": "0.75" }));
+    d.appendChild(p); defs.appendChild(d); document.body.appendChild(defs);
+  })();
+  function hatch(x, y, w, h, text) {  // the hatched overlay of an assumed part
+    return tip(sv("rect", { x: x, y: y, width: Math.max(w, 0.5), height: h, fill: "url(#" + HATCH + ")",
+                            "class": "assumed" }), text);
+  }
+  function mark(text, assumed) { return assumed ? text + MARK : text; }
+  function legend(withAssumed) {
     var d = el("div", { "class": "legend" });
     CLASSES.forEach(function (c) {
       var s = el("span", {}, c); s.style.setProperty("--c", COL[c]); d.appendChild(s);
     });
+    if (withAssumed) d.appendChild(el("span", { "class": "assumed" }, "hatched, " + MARK + ": " + A.legend));
     return d;
   }
-  function gradient(shares) {  // a CSS background for a share bar (numbers and our colours only)
-    var stops = [], at = 0;
-    CLASSES.forEach(function (c, i) {
-      var v = shares[i] || 0; if (v <= 0) return;
-      stops.push(COL[c] + " " + (at * 100).toFixed(2) + "% " + ((at + v) * 100).toFixed(2) + "%");
-      at += v;
-    });
-    if (at < 1) stops.push("#eee " + (at * 100).toFixed(2) + "% 100%");
-    return "linear-gradient(to right, " + stops.join(", ") + ")";
+  function byClass(list) {  // a task's [share per class] as {class: share}
+    var out = {}; CLASSES.forEach(function (c, i) { out[c] = (list || [])[i] || 0; }); return out;
   }
-  function stacked(values, width, height, total) {  // values: {class: seconds or share}
+  // values, assumed: {class: seconds or share}; the assumed part of each class drawn hatched,
+  // at the end of its class's bar
+  function stacked(values, width, height, total, assumed) {
     var svg = sv("svg", { width: width, height: height, role: "img" });
     var sum = 0; CLASSES.forEach(function (c) { sum += values[c] || 0; });
     var scale = total || sum || 1, x = 0;
     CLASSES.forEach(function (c) {
       var v = values[c] || 0; if (v <= 0) return;
-      var w = v / scale * width;
+      var w = v / scale * width, a = Math.min((assumed || {})[c] || 0, v);
       svg.appendChild(tip(sv("rect", { x: x, y: 0, width: Math.max(w, 0.5), height: height,
-                                       fill: COL[c] }), c + ": " + pct(v / (sum || 1))));
+                                       fill: COL[c] }), c + ": " + pct(v / (sum || 1)) +
+                          (a > 0 ? " (" + pct(a / (sum || 1)) + " " + A.legend + ")" : "")));
+      if (a > 0) {
+        var wa = a / scale * width;
+        svg.appendChild(hatch(x + w - wa, 0, wa, height, c + ", " + A.legend + ": " + pct(a / (sum || 1))));
+      }
       x += w;
     });
     return svg;
@@ -73,16 +89,20 @@
   function fleet() {
     var f = document.getElementById("fleet");
     f.appendChild(el("h2", {}, "Where the critical-path time went"));
-    f.appendChild(legend());
-    var shares = S.share_of_critical_path || {};
+    f.appendChild(legend(A.any));
+    var shares = S.share_of_critical_path || {}, assumed = S.assumed_share_of_critical_path || {};
     var top = el("div", { id: "fleet-share" });
-    top.appendChild(stacked(shares, 720, 26));
+    top.appendChild(stacked(shares, 720, 26, undefined, assumed));
     var words = CLASSES.filter(function (c) { return shares[c] > 0; })
-      .map(function (c) { return c + " " + pct(shares[c]); }).join(" · ");
+      .map(function (c) {
+        return mark(c + " " + pct(shares[c]), assumed[c] > 0) +
+          (assumed[c] > 0 ? " (" + pct(assumed[c]) + " assumed)" : ""); }).join(" · ");
     top.appendChild(el("div", { "class": "muted" }, words));
-    var b = S.bottlenecks || {};
+    var b = S.bottlenecks || {}, ba = S.assumed_bottlenecks || {};
     top.appendChild(el("div", {}, "Bottleneck of each task: " + (Object.keys(b).map(function (c) {
-      return b[c] + " " + c; }).join(", ") || "none")));
+      var k = ba[c] || 0;
+      return b[c] + " " + c + (!k ? "" : k === b[c] ? MARK : " (" + k + MARK + ")"); }).join(", ") || "none")));
+    if (A.any) top.appendChild(el("div", { "class": "muted", id: "assumed-legend" }, MARK + " and hatched: " + A.legend + "."));
     f.appendChild(top);
     Object.keys(D.gpu || {}).forEach(function (name) {
       var g = D.gpu[name], w = Object.keys(g.idle_while || {}).slice(0, 4)
@@ -91,15 +111,15 @@
         pct(g.idle) + " of " + secs(g.measured_s) + (w ? "; while it was idle the critical paths were in: " + w : "")));
     });
     var grid = el("div", { "class": "grid" });
-    grid.appendChild(breakdown("By stage", D.by_stage));
-    grid.appendChild(breakdown("By lane", D.by_lane));
+    grid.appendChild(breakdown("By stage", D.by_stage, D.assumed_by_stage));
+    grid.appendChild(breakdown("By lane", D.by_lane, D.assumed_by_lane));
     f.appendChild(grid);
     var grid2 = el("div", { "class": "grid" });
     grid2.appendChild(latency());
     grid2.appendChild(ranking());
     f.appendChild(grid2);
   }
-  function breakdown(title, rows) {
+  function breakdown(title, rows, assumed) {
     var box = el("div", {}); box.appendChild(el("h3", {}, title + " (critical-path seconds per class)"));
     var keys = Object.keys(rows || {}), tot = {}, max = 0;
     keys.forEach(function (k) {
@@ -110,7 +130,7 @@
     keys.forEach(function (k, i) {
       var y = i * 22 + 2;
       svg.appendChild(sv("text", { x: 0, y: y + 13 }, k.length > 18 ? k.slice(0, 17) + "…" : k));
-      var g = stacked(rows[k], 260, 16, max || 1); g.setAttribute("x", 130); g.setAttribute("y", y);
+      var g = stacked(rows[k], 260, 16, max || 1, (assumed || {})[k]); g.setAttribute("x", 130); g.setAttribute("y", y);
       svg.appendChild(g);
       svg.appendChild(sv("text", { x: 130 + (tot[k] / (max || 1)) * 260 + 6, y: y + 13, "class": "muted" }, secs(tot[k])));
     });
@@ -133,8 +153,8 @@
         var b = Math.min(bins - 1, Math.floor((Math.log10(Math.max(t[I.duration_s], 1e-6)) - lo) / (hi - lo) * bins));
         counts[b]++; n++;
       });
-      var m = Math.max.apply(null, counts), y = r * (H + 8);
-      svg.appendChild(sv("text", { x: 0, y: y + H - 4 }, c + " (" + n + ")"));
+      var m = Math.max.apply(null, counts), y = r * (H + 8), k = (S.assumed_bottlenecks || {})[c] || 0;
+      svg.appendChild(sv("text", { x: 0, y: y + H - 4 }, c + " (" + n + (k ? ", " + k + MARK : "") + ")"));
       counts.forEach(function (k, i) {
         if (!k) return;
         var h = Math.max(k / m * H, 1);
@@ -158,7 +178,8 @@
       lost.forEach(function (l, k) {
         if (k) p.appendChild(document.createTextNode(", "));
         p.appendChild(taskLink(l[1], D.tasks[l[1]][I.name]));
-        p.appendChild(document.createTextNode(" " + secs(l[0])));
+        var t = D.tasks[l[1]], a = (t[I.assumed_shares] || [])[ci] || 0;
+        p.appendChild(document.createTextNode(" " + mark(secs(l[0]), a > 0.5 * t[I.shares][ci])));
       });
       box.appendChild(p);
     });
@@ -219,12 +240,13 @@
     tr.appendChild(el("td", {}, task[I.lane] || "-"));
     tr.appendChild(el("td", { "class": "num" }, task[I.start].replace("T", " ").replace("Z", "")));
     tr.appendChild(el("td", { "class": "num" }, secs(task[I.duration_s])));
-    var b = el("td", { "class": "cls" }, task[I.bottleneck]); b.style.color = COL[task[I.bottleneck]] || "";
+    var b = el("td", { "class": "cls" }, mark(task[I.bottleneck], task[I.bottleneck_assumed]));
+    b.style.color = COL[task[I.bottleneck]] || "";
+    if (task[I.bottleneck_assumed]) { b.classList.add("assumed"); b.title = A.legend; }
     tr.appendChild(b);
     tr.appendChild(el("td", { "class": "num" }, task[I.confidence].toFixed(2)));
-    var sh = el("td"), bar = el("div", { "class": "minibar" });
-    bar.style.background = gradient(task[I.shares]);
-    bar.title = CLASSES.map(function (c, k) { return c + " " + pct(task[I.shares][k]); }).join(", ");
+    var sh = el("td"), bar = stacked(byClass(task[I.shares]), 120, 12, 1, byClass(task[I.assumed_shares]));
+    bar.setAttribute("class", "minibar");
     sh.appendChild(bar); tr.appendChild(sh);
     var ev = el("td", { "class": "ev" }, task[I.evidence]), more = task[I.more_evidence] || [];
     if (more.length) {  // the rest of the verdict's evidence, folded
@@ -275,7 +297,9 @@
     if (task === undefined) return;
     box.appendChild(el("h2", {}, "Task: " + task[I.name]));
     var meta = (task[I.lane] || "no lane") + " · " + task[I.start] + " · " + secs(task[I.duration_s]) +
-      " · bottleneck " + task[I.bottleneck] + " (confidence " + task[I.confidence].toFixed(2) + ")" +
+      " · bottleneck " + mark(task[I.bottleneck], task[I.bottleneck_assumed]) +
+      (task[I.bottleneck_assumed] ? " (" + A.legend + ")" : "") +
+      " (confidence " + task[I.confidence].toFixed(2) + ")" +
       (tl && tl.host ? " · host " + tl.host : "") + " · trace " + task[I.trace_id];
     box.appendChild(el("p", { "class": "muted" }, meta));
     if (!tl) {
@@ -287,7 +311,7 @@
       box.appendChild(list);
       return;
     }
-    box.appendChild(legend());
+    box.appendChild(legend(tl.path.some(function (p) { return p[8]; })));
     var total = Math.max(task[I.duration_s], 1e-9), LW = 240, W = Math.max(Math.min(window.innerWidth - LW - 90, 1100), 360);
     var RH = 16, MAXROWS = 1500;
     var order = spanOrder(tl.spans).slice(0, MAXROWS);
@@ -306,8 +330,9 @@
     svg.appendChild(axis);
     svg.appendChild(sv("text", { x: 0, y: pathY + 12 }, "critical path"));
     tl.path.forEach(function (p) {
-      svg.appendChild(tip(sv("rect", { x: X(p[0]), y: pathY, width: Math.max(X(p[1]) - X(p[0]), 0.7), height: RH - 2, fill: COL[p[2]] }),
-        p[4] + " [" + p[5] + "] " + p[2] + ", " + secs(p[1] - p[0]) + ": " + p[6]));
+      var what = p[4] + " [" + p[5] + "] " + mark(p[2], p[8]) + ", " + secs(p[1] - p[0]) + ": " + p[6];
+      svg.appendChild(tip(sv("rect", { x: X(p[0]), y: pathY, width: Math.max(X(p[1]) - X(p[0]), 0.7), height: RH - 2, fill: COL[p[2]] }), what));
+      if (p[8]) svg.appendChild(hatch(X(p[0]), pathY, Math.max(X(p[1]) - X(p[0]), 0.7), RH - 2, A.legend + ": " + what));
     });
     order.forEach(function (s, r) {
       var span = tl.spans[s], y = spansY + r * RH, depth = depthOf(tl.spans, s);
@@ -320,7 +345,9 @@
     tl.path.forEach(function (p) {  // the critical path over its spans' rows
       var r = rowOf[p[3]]; if (r === undefined) return;
       svg.appendChild(tip(sv("rect", { x: X(p[0]), y: spansY + r * RH + 1, width: Math.max(X(p[1]) - X(p[0]), 0.7), height: RH - 2,
-                                       fill: COL[p[2]], "class": "cp" }), p[2] + ": " + p[6]));
+                                       fill: COL[p[2]], "class": "cp" }), mark(p[2], p[8]) + ": " + p[6]));
+      if (p[8]) svg.appendChild(hatch(X(p[0]), spansY + r * RH + 1, Math.max(X(p[1]) - X(p[0]), 0.7), RH - 2,
+                                      A.legend + ": " + p[2] + ": " + p[6]));
     });
     var cy = spansY + order.length * RH + 14;
     counters.forEach(function (c) {
@@ -351,8 +378,10 @@
     var ol = el("ol", { "class": "evidence", id: "sections" });
     tl.path.forEach(function (p) {
       var li = el("li"), w = el("span", { "class": "when" }, secs(p[0]) + "–" + secs(p[1]) + " ");
-      var c = el("span", { "class": "cls" }, p[2]); c.style.color = COL[p[2]];
+      var c = el("span", { "class": "cls" + (p[8] ? " assumed" : "") }, mark(p[2], p[8])); c.style.color = COL[p[2]];
+      if (p[8]) c.title = A.legend;
       li.appendChild(w); li.appendChild(c);
+      if (p[8]) li.appendChild(el("span", { "class": "muted" }, " (" + A.legend + ")"));
       li.appendChild(document.createTextNode(" " + p[4] + (p[5] ? " [" + p[5] + "]" : "") + ": " + p[6]));
       ol.appendChild(li);
     });

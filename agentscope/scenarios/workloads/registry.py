@@ -22,10 +22,13 @@ class Scenario:
     expect: str  # the class its tasks are built to have (per task, the truth is measured)
     about: str
     run: Callable[["Ctx"], None]
+    # recorded with the counters sampled (under ``agentscope run``); False: spans only, as an
+    # agent traced without a collector is
+    collect: bool = True
 
 
-def scenario(name: str, expect: str, about: str) -> Callable:
+def scenario(name: str, expect: str, about: str, collect: bool = True) -> Callable:
     def register(fn: Callable[["Ctx"], None]) -> Callable[["Ctx"], None]:
-        SCENARIOS[name] = Scenario(name, expect, about, fn)
+        SCENARIOS[name] = Scenario(name, expect, about, fn, collect)
         return fn
     return register

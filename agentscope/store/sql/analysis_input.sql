@@ -19,16 +19,39 @@
 -- for them); otherwise it is a root itself. Orphans never adopt each other (siblings under
 -- one missing parent ran beside each other, not inside). Either way it keeps its trace id
 -- and service (orphan marks it).
--- The last six columns (host_code .. child_vcsw) feed the counter rules; the store leaves
--- them out (SELECT * EXCLUDE) when it has no counter samples to join. host_code is the span's
--- host as its 1-based position in $hosts (0: none).
-WITH base AS (
+-- host_code feeds the counter rules; the store leaves it out (SELECT * EXCLUDE) when it has
+-- no counter samples to join. It is the span's host as its 1-based position in $hosts (0:
+-- none).
+WITH raw AS (
     SELECT
         row_number() OVER (ORDER BY trace_id, start_ns, span_id) - 1 AS idx,
         dense_rank() OVER (ORDER BY trace_id) AS trace_no,
         trace_id, span_id, parent_span_id, name, stage, kind, start_ns, end_ns, pid, tid,
-        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, attrs, service, host
+        thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, service, host,
+        -- the attributes the classifier reads, parsed once per span ({} is the common case)
+        CASE WHEN attrs IS NULL OR attrs = '{}' THEN NULL
+             ELSE json_extract_string(attrs, [
+                 '$."gen_ai.latency.time_in_queue"',
+                 '$."gen_ai.latency.time_in_model_prefill"',
+                 '$."gen_ai.latency.time_in_model_decode"',
+                 '$."server.address"', '$."agentscope.cpu.scope"',
+                 '$."agentscope.lane"', '$."agentscope.cpu.thread_system_ns"',
+                 '$."agentscope.children.ctx_switches.involuntary"',
+                 '$."agentscope.children.ctx_switches.voluntary"',
+                 '$."agentscope.process.other_threads_cpu_ns"',
+                 '$."agentscope.workers.cpu_ns"'])
+        END AS a
     FROM spans
+),
+base AS (
+    -- the attributes by name (their positions in the list above)
+    SELECT * EXCLUDE (a),
+        a[1] AS attr_queue_s, a[2] AS attr_prefill_s, a[3] AS attr_decode_s,
+        a[4] AS attr_server_address, a[5] AS attr_cpu_scope, a[6] AS attr_lane,
+        a[7] AS attr_thread_system_ns, a[8] AS attr_child_ivcsw, a[9] AS attr_child_vcsw,
+        a[10] AS attr_other_cpu,
+        coalesce(TRY_CAST(a[11] AS BIGINT), 0) AS workers_cpu_ns
+    FROM raw
 ),
 found AS (
     SELECT c.idx, c.trace_no, c.start_ns, c.end_ns, p.idx AS found_idx,
@@ -65,39 +88,24 @@ linked AS (
              THEN c.child_cpu_ns END AS net_child_cpu,
         CASE WHEN p.idx <> c.idx AND c.pid IS NOT DISTINCT FROM p.pid
              THEN coalesce(CASE WHEN c.tid IS NOT DISTINCT FROM p.tid THEN c.majflt END, 0)
-                  + coalesce(c.child_majflt, 0) END AS net_faults
+                  + coalesce(c.child_majflt, 0) END AS net_faults,
+        -- a child on another thread of the process ran inside a job the parent handed over:
+        -- its CPU is in the parent's workers' CPU already, as are its own workers'
+        CASE WHEN p.idx <> c.idx AND c.pid IS NOT DISTINCT FROM p.pid
+             THEN c.workers_cpu_ns + CASE WHEN c.tid IS DISTINCT FROM p.tid
+                                          THEN coalesce(c.thread_cpu_ns, 0) ELSE 0 END
+             END AS net_workers
     FROM base c
     JOIN parents pa ON pa.idx = c.idx
     LEFT JOIN base p ON p.idx = pa.parent_idx
 ),
 kid AS (
     SELECT parent_idx AS idx, sum(net_wall) AS busy_wall, sum(net_cpu) AS kid_cpu,
-           sum(net_child_cpu) AS kid_child_cpu, coalesce(sum(net_faults), 0) AS kid_faults
+           sum(net_child_cpu) AS kid_child_cpu, coalesce(sum(net_faults), 0) AS kid_faults,
+           coalesce(sum(net_workers), 0) AS kid_workers
     FROM linked WHERE parent_idx >= 0 AND parent_idx <> idx
     GROUP BY parent_idx
 ),
-attributed AS (
-    -- the attributes the classifier reads, parsed once per span ({} is the common case)
-    SELECT *, CASE WHEN attrs IS NULL OR attrs = '{}' THEN NULL
-                   ELSE json_extract_string(attrs, [
-                       '$."gen_ai.latency.time_in_queue"',
-                       '$."gen_ai.latency.time_in_model_prefill"',
-                       '$."gen_ai.latency.time_in_model_decode"',
-                       '$."server.address"', '$."agentscope.cpu.scope"',
-                       '$."agentscope.lane"', '$."agentscope.cpu.thread_system_ns"',
-                       '$."agentscope.children.ctx_switches.involuntary"',
-                       '$."agentscope.children.ctx_switches.voluntary"'])
-              END AS a
-    FROM linked
-),
-named AS (
-    -- the attributes by name (their positions in the list above)
-    SELECT * EXCLUDE (a),
-        a[1] AS attr_queue_s, a[2] AS attr_prefill_s, a[3] AS attr_decode_s,
-        a[4] AS attr_server_address, a[5] AS attr_cpu_scope, a[6] AS attr_lane,
-        a[7] AS attr_thread_system_ns, a[8] AS attr_child_ivcsw, a[9] AS attr_child_vcsw
-    FROM attributed
-)
 SELECT s.idx, s.trace_no,
     CASE WHEN s.parent_idx < 0 OR s.stage = 'task' THEN s.trace_id END AS trace_id,
     s.span_id, s.name,
@@ -109,7 +117,8 @@ SELECT s.idx, s.trace_no,
     s.start_ns, s.end_ns,
     CASE WHEN s.thread_cpu_ns IS NULL THEN -1 ELSE
         greatest(s.thread_cpu_ns - coalesce(k.kid_cpu, 0), 0)
-        + greatest(coalesce(s.child_cpu_ns, 0) - coalesce(k.kid_child_cpu, 0), 0) END AS own_cpu,
+        + greatest(coalesce(s.child_cpu_ns, 0) - coalesce(k.kid_child_cpu, 0), 0)
+        + greatest(s.workers_cpu_ns - coalesce(k.kid_workers, 0), 0) END AS own_cpu,
     greatest(s.end_ns - s.start_ns - coalesce(k.busy_wall, 0), 0) AS own_wall,
     greatest(coalesce(s.majflt, 0) + coalesce(s.child_majflt, 0) - coalesce(k.kid_faults, 0), 0)
         AS own_faults,
@@ -125,11 +134,20 @@ SELECT s.idx, s.trace_no,
     CASE WHEN s.parent_idx < 0 OR s.stage = 'task' THEN s.attr_lane END AS lane,
     CASE WHEN s.parent_idx < 0 OR s.stage = 'task' THEN s.service END AS service,
     s.parent_idx, s.orphan,
-    -- for the counters of the span's host and process: the host, the process, the context
-    -- switches of its thread (not netted) and of the child processes it waited for
-    coalesce(list_position($hosts::VARCHAR[], s.host), 0) AS host_code,
-    coalesce(s.pid, -1) AS pid, coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw,
+    -- the process and thread, the context switches of its thread (not netted) and of the
+    -- child processes it waited for, the CPU of its process's other threads meanwhile and of
+    -- the jobs it handed to worker threads (net of its children's): the span-only rules for
+    -- contention, worker threads, the interpreter lock and a blocked event loop
+    coalesce(s.pid, -1) AS pid, coalesce(s.tid, -1) AS tid,
+    -- its host as a number (processes of one host share it; pids of two hosts do not mix)
+    (hash(coalesce(s.host, '')) % 2147483647)::BIGINT AS host_hash,
+    coalesce(s.vcsw, 0) AS vcsw, coalesce(s.ivcsw, 0) AS ivcsw,
     coalesce(TRY_CAST(s.attr_child_vcsw AS BIGINT), 0) AS child_vcsw,
-    coalesce(TRY_CAST(s.attr_child_ivcsw AS BIGINT), 0) AS child_ivcsw
-FROM named s
+    coalesce(TRY_CAST(s.attr_child_ivcsw AS BIGINT), 0) AS child_ivcsw,
+    coalesce(TRY_CAST(s.attr_other_cpu AS DOUBLE), 0) AS other_cpu,
+    greatest(s.workers_cpu_ns - coalesce(k.kid_workers, 0), 0) AS workers_cpu,
+    coalesce(s.thread_cpu_ns, -1) AS thread_cpu,
+    -- for the counters of the span's host: the host as its 1-based position in $hosts
+    coalesce(list_position($hosts::VARCHAR[], s.host), 0) AS host_code
+FROM linked s
 LEFT JOIN kid k ON k.idx = s.idx
