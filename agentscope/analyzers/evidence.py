@@ -209,7 +209,7 @@ class _Why(NamedTuple):
             who = self.blocker_label.get(i, "another task's span")
             first.append(f"delayed by its event loop being blocked by {who} for "
                          f"{self.blocked_ns[i] / 1e9:.3g} s ({self.blocked[i]:.0%} of the span): "
-                         "that span's CPU, not its own")
+                         "the blocking code's CPU, not its own")
         after = []
         if self.kids_run[i] >= WORDS_SHARE:
             after.append(f"its child processes were runnable, waiting for a CPU (preempted "

@@ -165,8 +165,11 @@ def _blocked(out: ThreadFacts, loop: np.ndarray, start: np.ndarray, end: np.ndar
                         best, changed = c, True
                         break
             j = cand[best]
-            others = len({int(x) for x in cand} - anc(j) - {j}
-                         - {k for k in cand if j in anc(k)})
+            # the others: the innermost of the rest (a task's span and the step inside it that
+            # held the loop are one blocker)
+            outer = set().union(*(anc(k) for k in cand))
+            others = len([k for k in cand if k not in outer and k != j and j not in anc(k)
+                          and k not in anc(j)])
             if others:
                 extra[i] = others
             out.blocked_ns[i] = covered
