@@ -153,3 +153,50 @@ def test_tiny_spans_measure_cpu_but_not_counters(trace_dir):
         assert span.thread_cpu_ns is not None and span.vcsw is None
     else:  # a slow machine: the span was long enough to count
         assert span.vcsw is not None
+
+
+def _compress(data: bytes) -> int:
+    import zlib
+
+    return len(zlib.compress(data, 9))  # releases the GIL: computes beside the caller
+
+
+def test_jobs_handed_to_worker_threads_are_credited_to_the_span(trace_dir):
+    """A pool job submitted from a span is timed on its worker and credited to the span
+    (issue 15, library worker threads); the span's own thread barely ran."""
+    data = b" ".join(str(i * 7919 % 100_003).encode() for i in range(600_000))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        with agentscope.stage("tool", name="compress"):
+            sizes = list(pool.map(_compress, [data, data]))
+    assert all(sizes)
+    tool = by_name(read_spans(trace_dir))["compress"]
+    workers = tool.attrs["agentscope.workers.cpu_ns"]
+    assert workers >= 0.01e9 and tool.thread_cpu_ns < 0.5 * workers, (workers, tool)
+    # their CPU ran on other threads of the process while the span was open
+    assert tool.attrs["agentscope.process.other_threads_cpu_ns"] >= 0.9 * workers
+
+
+def test_threads_without_spans_show_in_the_process_cpu_of_a_span(trace_dir):
+    """A thread started before tracing (no span, no context: a C library's pool) that
+    computes while a span waits shows as the CPU of the process's other threads."""
+    import threading
+
+    done = threading.Event()
+
+    def hog():
+        while not done.is_set():
+            spin(0.01)
+
+    agentscope.shutdown()  # the hog starts outside agentscope: no propagation, no span
+    t = threading.Thread(target=hog, daemon=True)
+    t.start()
+    agentscope.init(trace_dir, service="test-agent", flush_interval_s=0.1)
+    try:
+        with agentscope.stage("tool", name="wait"):
+            time.sleep(0.3)
+    finally:
+        done.set()
+        t.join()
+    wait = by_name(read_spans(trace_dir))["wait"]
+    assert wait.attrs["agentscope.process.other_threads_cpu_ns"] >= 0.1e9
+    assert "agentscope.workers.cpu_ns" not in wait.attrs

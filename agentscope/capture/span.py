@@ -156,7 +156,17 @@ class LeanSpan(trace.Span):
             tl.ru, tl.ru_ns = ru, now
         self.ru0 = ru
         self.cpu0 = _thread_time_ns()
-        self.proc0 = _process_time_ns()
+        # the process CPU clock, likewise reused if at most RUSAGE_REUSE_NS old: the other
+        # threads' CPU in that gap is far below what OTHER_CPU_MIN_NS records
+        try:
+            if now - tl.proc_ns <= RUSAGE_REUSE_NS:
+                self.proc0 = tl.proc
+            else:
+                self.proc0 = tl.proc = _process_time_ns()
+                tl.proc_ns = now
+        except AttributeError:
+            self.proc0 = tl.proc = _process_time_ns()
+            tl.proc_ns = now
         self.start_ns = now if start_ns is None else start_ns
 
     # ---- the hot end ----------------------------------------------------------------------
