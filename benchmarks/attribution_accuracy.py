@@ -1,8 +1,9 @@
 """How often agentscope names the right bottleneck, on workloads whose bottleneck is known.
 
 Runs every labelled scenario (agentscope/scenarios) afresh, at two load levels (``--loads``,
-default 1 and 2: twice as many tasks at once), analyses each recording and scores the verdicts
-against the ground truth the workloads wrote. Prints, per load level and over both:
+default 1 and 2: twice as many tasks at once; ``--loads 4`` for the heavy run), analyses each
+recording and scores the verdicts against the ground truth the workloads wrote. Prints, per
+load level and over all:
 
 * the share of tasks named right, the confusion matrix over the five classes, recall per class;
 * the share of critical-path time attributed to the right class;
@@ -10,8 +11,9 @@ against the ground truth the workloads wrote. Prints, per load level and over bo
 * the baseline, measured on the same recordings: what the stage labels alone would say of the
   same critical paths (queue -> queue, inference -> gpu, context/task/agent -> cpu, ...).
 
-Targets (issue 5): >= 95 % of tasks and >= 90 % of critical-path time right, recall >= 90 %
-for every class this machine produces. GPU-bound tasks are not produced without a GPU.
+Targets (issues 5 and 15), per load level: at loads 1 and 2, >= 95 % of tasks and >= 90 % of
+critical-path time right; at load 4 (and above), >= 90 % and >= 85 %; at every load, recall
+>= 90 % for every class this machine produces. GPU-bound tasks are not produced without a GPU.
 
     python benchmarks/attribution_accuracy.py [--tasks 6] [--loads 1,2] [--keep DIR]
 """
@@ -32,6 +34,13 @@ from agentscope.scenarios import GPU_MISSING, UNAVAILABLE, catalogue, describe, 
 from agentscope.scenarios.truth import scores
 
 TASKS_RIGHT, TIME_RIGHT, RECALL = 0.95, 0.90, 0.90
+HEAVY_LOAD, HEAVY_TASKS_RIGHT, HEAVY_TIME_RIGHT = 4, 0.90, 0.85  # from this load on
+
+
+def targets(load: int) -> tuple:
+    """(tasks right, critical-path time right) required at ``load``."""
+    return ((HEAVY_TASKS_RIGHT, HEAVY_TIME_RIGHT) if load >= HEAVY_LOAD
+            else (TASKS_RIGHT, TIME_RIGHT))
 
 
 def main() -> int:
@@ -91,9 +100,13 @@ def main() -> int:
         print(f"tasks named wrong: {1 - got.task_accuracy:.1%} with evidence vs "
               f"{1 - base.task_accuracy:.1%} from labels alone"
               + (f" ({ratio:.1f}x fewer)" if ratio != float("inf") else " (none with evidence)"))
-        checks = [("tasks right", got.task_accuracy, TASKS_RIGHT),
-                  ("critical-path time right", got.time_accuracy, TIME_RIGHT)]
-        checks += [(f"recall {c}", recall[c], RECALL) for c in CLASSES if c in recall]
+        checks = []
+        for load in loads:
+            per = figures["per_load"][load]["evidence"]
+            tasks_t, time_t = targets(load)
+            checks += [(f"load {load}: tasks right", per["task_accuracy"], tasks_t),
+                       (f"load {load}: time right", per["time_accuracy"], time_t)]
+            checks += [(f"load {load}: recall {c}", v, RECALL) for c, v in per["recall"].items()]
         print("\ntargets:")
         ok = True
         for what, value, target in checks:
