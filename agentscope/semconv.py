@@ -25,6 +25,9 @@ SYSTEM_CPU = "agentscope.cpu.thread_system_ns"
 # runnable, not waiting on I/O
 CHILD_IVCSW = "agentscope.children.ctx_switches.involuntary"
 CHILD_VCSW = "agentscope.children.ctx_switches.voluntary"
+# how long those child processes waited runnable for a CPU (the kernel's schedstat, read when
+# each had exited and before it was reaped): their contention, in time
+CHILD_RUN_DELAY = "agentscope.children.run_delay_ns"
 # CPU time of the span's process's *other* threads while the span ran (process CPU clock less
 # its own thread's), recorded where at least OTHER_CPU_MIN_NS: library worker threads (BLAS,
 # a pool inside a library) computing for it, or other threads holding Python's interpreter lock

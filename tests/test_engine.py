@@ -20,7 +20,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 # SpanFacts fields from the AnalysisInput columns of the same meaning (parent: from parent_idx)
 FIELDS = ("span_id", "parent", "name", "stage", "kind", "start_ns", "end_ns", "own_cpu",
           "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s", "server_local", "loop",
-          "sys_cpu", "ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu")
+          "sys_cpu", "ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu",
+          "child_run_delay")
 
 
 def _reference(inp):

@@ -168,7 +168,8 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
            server_local: "np.ndarray | None" = None, children: "tuple | None" = None,
            orchestration: "np.ndarray | None" = None,
            length_ns: "np.ndarray | None" = None,
-           model_s: "np.ndarray | None" = None, faults: "np.ndarray | None" = None) -> tuple:
+           model_s: "np.ndarray | None" = None, faults: "np.ndarray | None" = None,
+           thread_busy: "np.ndarray | None" = None) -> tuple:
     """Section shares and confidences changed by the counters ``ev`` (see the module
     docstring); returns (shares, confidence, notes), notes an object array of str or None.
     ``server_local``: the inference's server is on this host (``server.address``); the GPU
@@ -248,7 +249,9 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     # agent's own code between its steps (a task's or agent's self time) that lasted no more
     # than a few of the waits the probe measured
     contended = np.nan_to_num(gil) >= GIL_CONTENDED
-    gil_bound = contended & (shares[:, cpu_k] >= 0.05)
+    # its own thread computed (not only its child processes: they hold no GIL of this one)
+    own = shares[:, cpu_k] if thread_busy is None else np.asarray(thread_busy, dtype=np.float64)
+    gil_bound = contended & (own >= 0.05)
     between = np.zeros(n, dtype=bool)
     if orchestration is not None and length_ns is not None:
         between = contended & ~gil_bound & np.asarray(orchestration, dtype=bool) & (

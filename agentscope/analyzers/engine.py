@@ -104,12 +104,13 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
                         out=np.zeros(n_tasks), where=weight > 0)
     orchestration = np.bincount(task, length * sec_orch, n_tasks)
     measured = np.bincount(task, length * (sec_basis == MEASURED_BASIS), n_tasks)
-    # the part of each class that rests on a stage label or an assumption, not on measurement
-    sec_assumed = assumed_parts(sec_shares, sec_basis, spans.wait_cls[row]) if n else \
-        np.zeros_like(sec_shares)
-    assumed = np.stack([np.bincount(task, length * sec_assumed[:, c], n_tasks)
-                        for c in range(len(CLASSES))], axis=1) if n_tasks else \
-        np.zeros((0, len(CLASSES)))
+    # the part of each section (in one class) that rests on a stage label or an assumption,
+    # not on measurement; per task and class
+    sec_assumed, sec_assumed_cls = assumed_parts(sec_shares, sec_basis, spans.wait_cls[row]) \
+        if n else (np.zeros(len(span)), np.zeros(len(span), dtype=np.int8))
+    assumed = np.bincount(task * len(CLASSES) + sec_assumed_cls, length * sec_assumed,
+                          n_tasks * len(CLASSES)).astype(np.float64, copy=False).reshape(
+                              n_tasks, len(CLASSES))  # (float even when empty)
     t_start = np.asarray([w.starts[t] for t in heads], dtype=np.int64)
     duration = np.maximum(np.asarray([w.ends[t] for t in heads], dtype=np.int64) - t_start, 0)
     task_shares = np.divide(totals, duration[:, None].astype(np.float64),
@@ -130,7 +131,8 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     sections = Sections(
         task, seq, _pick(span_ids, row, is_gap, None), _pick(names, row, is_gap, "(gap)"),
         _pick(stage, row, is_gap, None), start, end, sec_cls, sec_conf, sec_shares,
-        SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis, sec_assumed)
+        SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis, sec_assumed,
+        sec_assumed_cls)
 
     # the evidence: the spans holding each task's path longest, in words
     tops = _longest_held(task, span, end - start, n_tasks)
@@ -193,7 +195,8 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
         col(inp.vcsw), col(inp.child_cpu_ns), server_local=col(inp.server_local, False),
         children=(col(inp.child_ivcsw), col(inp.child_vcsw), col(inp.child_cpu_ns) / span_ns),
         orchestration=orchestration, length_ns=end - start, model_s=col(inp.model_s, 0.0),
-        faults=col(inp.own_faults, 0.0))
+        faults=col(inp.own_faults, 0.0),
+        thread_busy=np.maximum(col(inp.thread_cpu, 0), 0) / span_ns)
 
 
 def _pick(values: Any, row: Any, is_gap: Any, gap_value: Any) -> Any:

@@ -136,6 +136,7 @@ class SpanFacts(NamedTuple):
     child_ivcsw: int = 0  # those of the child processes it waited for
     child_vcsw: int = 0
     other_cpu: float = 0.0  # CPU of its process's other threads while it ran (0: none)
+    child_run_delay: float = -1.0  # its children's time runnable, waiting for a CPU (-1: none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +161,7 @@ class Facts:
     child_ivcsw: Any = None
     child_vcsw: Any = None
     other_cpu: Any = None
+    child_run_delay: Any = None
 
     @classmethod
     def of(cls, spans: Sequence[SpanFacts]) -> "Facts":
@@ -177,7 +179,9 @@ class Facts:
                    col(lambda s: bool(s.server_local), bool), col(lambda s: bool(s.loop), bool),
                    col(lambda s: s.sys_cpu or 0.0, np.float64),
                    *(col(lambda s, k=k: getattr(s, k) or 0, np.float64) for k in (
-                       "ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu")))
+                       "ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu")),
+                   col(lambda s: -1.0 if s.child_run_delay is None else s.child_run_delay,
+                       np.float64))
 
 
 WORDS_SHARE = 0.005  # what a span-only rule moved is said where at least this share of the span
@@ -201,6 +205,7 @@ class _Why(NamedTuple):
     unowned: Any  # ns of CPU of those threads
     gil_run: Any  # share: waiting for the interpreter lock
     other: Any  # ns of CPU of the process's other threads
+    run_delay: Any  # ns its child processes waited runnable (-1: not recorded)
 
     def words(self, i: int, dur_ns: float) -> tuple:
         """(what comes before the span's own figures, what comes after), in words."""
@@ -212,8 +217,10 @@ class _Why(NamedTuple):
                          "the blocking code's CPU, not its own")
         after = []
         if self.kids_run[i] >= WORDS_SHARE:
-            after.append(f"its child processes were runnable, waiting for a CPU (preempted "
-                         f"{int(self.kid_iv[i])}x, blocked {int(self.kid_v[i])}x; "
+            timed = (f"{self.run_delay[i] / 1e9:.3g} s runnable, " if self.run_delay[i] >= 0
+                     else "")
+            after.append(f"its child processes were runnable, waiting for a CPU ({timed}"
+                         f"preempted {int(self.kid_iv[i])}x, blocked {int(self.kid_v[i])}x; "
                          f"{self.kids_run[i]:.0%} of the span)")
         if self.thread_run[i] >= WORDS_SHARE:
             after.append(f"its thread was runnable, waiting for a CPU (preempted "
@@ -433,10 +440,15 @@ def classify(f: Any, threads: Any = None) -> Classified:
 
     # what the span's own counts say of its waiting (no counters needed), each rule taking a
     # part of what the rules before it left:
-    # 1. its child processes computed (a quarter of the span or more) and were preempted more
-    #    often than they blocked: runnable, waiting for a CPU, in that proportion
-    kids = measured & (child_cpu >= CHILDREN_BUSY * dur) & (kid_iv > kid_v)
-    kids_run = np.where(kids, waited * kid_iv / np.maximum(kid_iv + kid_v, 1.0), 0.0)
+    # 1. its child processes waited runnable for a CPU: that time, where the kernel's schedstat
+    #    was recorded; elsewhere, children that computed (a quarter of the span or more) and
+    #    were preempted more often than they blocked, in that proportion
+    run_delay = np.full(n, -1.0) if getattr(f, "child_run_delay", None) is None else \
+        np.asarray(f.child_run_delay, dtype=np.float64)
+    timed = measured & (run_delay >= 0) & (child_cpu > 0)
+    kids = measured & ~timed & (child_cpu >= CHILDREN_BUSY * dur) & (kid_iv > kid_v)
+    kids_run = np.where(kids, waited * kid_iv / np.maximum(kid_iv + kid_v, 1.0),
+                        np.where(timed, np.minimum(waited, np.maximum(run_delay, 0) / dur), 0.0))
     left = waited - kids_run
     # 2. its thread computed and was preempted more often than it blocked: likewise
     thread = measured & (busy >= THREAD_BUSY) & (ivcsw > vcsw)
@@ -479,7 +491,7 @@ def classify(f: Any, threads: Any = None) -> Classified:
     basis = np.where((measured & ~assumed) | queued | (model_s > 0), MEASURED_BASIS,
                      np.where(untraced, UNTRACED_BASIS, LABEL_BASIS))
     why = _Why(blk, blocked_ns, np.asarray(tf.blocker), tf.blocker_label, kids_run, kid_iv,
-               kid_v, thread_run, ivcsw, vcsw, workers_run, unowned, gil_run, other)
+               kid_v, thread_run, ivcsw, vcsw, workers_run, unowned, gil_run, other, run_delay)
     return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
                       paging, fault_wait, waiting, left, wait_cls, rest, basis, why)
 

@@ -190,11 +190,12 @@ def analyze_trace(trace_id: str, facts: list, lanes: dict, services: dict,
             span = spans[idx]
             v = classified.verdict(idx)
             basis = int(classified.basis[idx])
-            part = assumed_parts(classified.shares[idx], [basis],
-                                 [classified.wait_cls[idx]])[0].tolist()
+            part, part_cls = assumed_parts(classified.shares[idx], [basis],
+                                           [classified.wait_cls[idx]])
             segments.append(Segment(span.span_id, span.name, span.stage, start, end, v.cls,
                                     v.shares, v.confidence, v.reason, BASES[basis],
-                                    {c: x for c, x in zip(CLASSES, part) if x} or None))
+                                    {CLASSES[int(part_cls[0])]: float(part[0])}
+                                    if part[0] else None))
             if span.stage in SELF_TIME_STAGES and basis == MEASURED_BASIS:
                 orchestration += end - start
         else:

@@ -140,9 +140,11 @@ class Sections:
     shares: Any  # float64 (n, 6): class shares in CLASSES order
     evidence: SectionEvidence  # the words, on demand
     basis: Any = None  # int64: what its class rests on, a position in BASES (None: measured)
-    # float64 (n, 6): the part of each class share that rests on a stage label or an
-    # assumption, not on measurement (<= shares; None: none)
+    # float64: the part of the section whose class rests on a stage label or an assumption,
+    # not on measurement (0 for most; at most its share of that class), and int8: that class,
+    # an index into CLASSES (None, None: nothing assumed)
     assumed: Any = None
+    assumed_cls: Any = None
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -158,16 +160,20 @@ class Sections:
         words = self.evidence.texts(lo, hi)
         shares = self.shares[lo:hi]
         basis = self.basis[lo:hi].tolist() if self.basis is not None else [0] * (hi - lo)
-        assumed = self.assumed[lo:hi].tolist() if self.assumed is not None else \
-            [None] * (hi - lo)
+        if self.assumed is not None:
+            parts = self.assumed[lo:hi].tolist()
+            part_cls = self.assumed_cls[lo:hi].tolist()
+        else:
+            parts, part_cls = [0.0] * (hi - lo), [0] * (hi - lo)
         return [Segment(sid, name, stage, a, b, CLASSES[k],
                         {c: v for c, v in zip(CLASSES, row) if v}, conf, text, BASES[bs],
-                        {c: v for c, v in zip(CLASSES, part) if v} or None if part else None)
-                for sid, name, stage, a, b, k, conf, row, text, bs, part in zip(
+                        {CLASSES[pc]: part} if part else None)
+                for sid, name, stage, a, b, k, conf, row, text, bs, part, pc in zip(
                     self.span_id[lo:hi].tolist(), self.name[lo:hi].tolist(),
                     self.stage[lo:hi].tolist(), self.start_ns[lo:hi].tolist(),
                     self.end_ns[lo:hi].tolist(), self.cls[lo:hi].tolist(),
-                    self.confidence[lo:hi].tolist(), shares.tolist(), words, basis, assumed)]
+                    self.confidence[lo:hi].tolist(), shares.tolist(), words, basis, parts,
+                    part_cls)]
 
 
 class LazySegments(Sequence):

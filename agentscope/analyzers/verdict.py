@@ -47,20 +47,19 @@ def bottlenecks(shares: Any, duration: Any, first_cls: Any) -> Any:
                     np.asarray(first_cls, dtype=np.int64))
 
 
-def assumed_parts(shares: Any, basis: Any, wait_cls: Any) -> Any:
-    """Per section (rows of ``shares``, an (n, 6) array), the part of each class share that
-    rests on a stage label or an assumption rather than on measurement: where a section's class
-    rests on the label (``basis`` :data:`~.evidence.LABEL_BASIS`), the share of the class its
-    waiting was given (``wait_cls``: without accounting, the class its stage gave the whole
-    span; for an inference at a local server with no timing, the assumed accelerator), not
-    what was measured of it (the CPU it used itself, its page faults)."""
+def assumed_parts(shares: Any, basis: Any, wait_cls: Any) -> tuple:
+    """Per section (rows of ``shares``, an (n, 6) array), the part of its time whose class
+    rests on a stage label or an assumption rather than on measurement, and that class:
+    (part, class index as int8), part 0 for most. Where a section's class rests on the label
+    (``basis`` :data:`~.evidence.LABEL_BASIS`), it is the share of the class its waiting was
+    given (``wait_cls``: without accounting, the class its stage gave the whole span; for an
+    inference at a local server with no timing, the assumed accelerator), not what was
+    measured of it (the CPU it used itself, its page faults)."""
     shares = np.asarray(shares, dtype=np.float64).reshape(-1, len(CLASSES))
-    out = np.zeros_like(shares)
-    rows = np.flatnonzero(np.asarray(basis, dtype=np.int64) == LABEL_BASIS)
-    if len(rows):
-        cls = np.asarray(wait_cls, dtype=np.int64)[rows]
-        out[rows, cls] = shares[rows, cls]
-    return out
+    label = np.asarray(basis, dtype=np.int64) == LABEL_BASIS
+    cls = np.where(label, np.asarray(wait_cls, dtype=np.int64), 0).astype(np.int8)
+    part = np.where(label, shares[np.arange(len(shares)), cls], 0.0)
+    return part, cls
 
 
 NO_CLASS = CLASSES.index(IO)  # the first section's class of a task without sections
@@ -153,13 +152,14 @@ def breakdown(sections: Any, keys: Any, assumed: bool = False) -> dict:
     if not len(sections):
         return {}
     length = (np.asarray(sections.end_ns) - np.asarray(sections.start_ns)).astype(np.float64)
-    parts = sections.shares if not assumed else sections.assumed
-    if parts is None:  # nothing assumed
-        parts = np.zeros((len(sections), len(CLASSES)))
-    weighted = np.asarray(parts, dtype=np.float64) * (length / 1e9)[:, None]
     uniq, inv = np.unique(np.asarray(keys, dtype=object).astype(str), return_inverse=True)
     sums = np.zeros((len(uniq), len(CLASSES)))
-    np.add.at(sums, inv, weighted)
+    if not assumed:
+        weighted = np.asarray(sections.shares, dtype=np.float64) * (length / 1e9)[:, None]
+        np.add.at(sums, inv, weighted)
+    elif sections.assumed is not None:  # None: nothing assumed
+        np.add.at(sums, (inv, np.asarray(sections.assumed_cls, dtype=np.int64)),
+                  np.asarray(sections.assumed, dtype=np.float64) * (length / 1e9))
     return {k: {c: round(float(v), 6) for c, v in zip(CLASSES, row)}
             for k, row in zip(uniq.tolist(), sums)}
 

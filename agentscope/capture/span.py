@@ -108,6 +108,7 @@ class LeanSpan(trace.Span):
     child_ivcsw = 0
     child_vcsw = 0
     workers_cpu_ns = 0
+    child_run_delay_ns = 0
     _own_attrs = False
     _sc: Optional[SpanContext] = None
 
@@ -198,7 +199,8 @@ class LeanSpan(trace.Span):
         self.ru0 = None
         if self.children:  # rare: its child processes' context switches
             self.attrs = {**self.attrs, semconv.CHILD_IVCSW: self.child_ivcsw,
-                          semconv.CHILD_VCSW: self.child_vcsw}
+                          semconv.CHILD_VCSW: self.child_vcsw,
+                          semconv.CHILD_RUN_DELAY: self.child_run_delay_ns}
         if self.workers_cpu_ns:  # rare: jobs it handed to worker threads
             self.attrs = {**self.attrs, semconv.WORKERS_CPU: self.workers_cpu_ns}
         self.end_ns = now if end_time is None else end_time

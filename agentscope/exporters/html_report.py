@@ -12,6 +12,10 @@ draws, in SVG:
   colours, the host's counters (CPU, CPU and memory pressure, GPU) under it on the same time
   axis, and the evidence behind every section in words.
 
+A class that rests on a stage label or an assumption rather than on measurement (e.g. ``gpu``
+assumed for an inference at a local server with no timing and no GPU counters) is drawn
+hatched wherever it is drawn, and marked ``gpu*`` in text, with a legend entry.
+
 Timelines carry every span of a task, so only some tasks get one (``timelines``: the slowest,
 and the most typical task of each bottleneck class); every task is in the table.
 

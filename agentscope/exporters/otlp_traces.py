@@ -19,8 +19,10 @@ OTLP reader drops on import, so that export then import gives the same ``spans``
   ``classes`` when its sections have several), ``class_from`` (what the class rests on:
   ``measured`` | ``label`` | ``untraced``, the section's basis), ``class_confidence``,
   ``evidence``;
-* on each task's root span: ``bottleneck``, ``confidence``, ``share.<class>`` per class,
-  ``task_evidence``.
+* on each task's root span: ``bottleneck``, ``bottleneck_assumed`` (true where it rests
+  mostly on a stage label or an assumption, not on measurement), ``confidence``,
+  ``share.<class>`` per class, ``assumed_share.<class>`` for each class part of whose share
+  rests on a stage label or an assumption (that part), ``task_evidence``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import numpy as np
 
 from .. import semconv
 from ..analyzers.evidence import BASES, CLASSES
+from ..analyzers.verdict import bottleneck_assumed
 
 PREFIX = semconv.ANALYSIS_PREFIX  # the analysis' attributes (dropped again on import)
 DEFAULT_BATCH = 1000  # spans per request at most
@@ -234,9 +237,13 @@ def task_root_attributes(analysis: Any) -> dict:
         if t.root_span_id is None:
             continue
         attrs = {PREFIX + "bottleneck": t.bottleneck,
+                 PREFIX + "bottleneck_assumed": bottleneck_assumed(t),
                  PREFIX + "confidence": float(t.confidence)}
         for c in CLASSES:
             attrs[PREFIX + "share." + c] = float(t.shares.get(c, 0.0))
+        for c in CLASSES:
+            if t.assumed.get(c, 0.0) > 0:
+                attrs[PREFIX + "assumed_share." + c] = float(t.assumed[c])
         attrs[PREFIX + "task_evidence"] = "\n".join(t.evidence)
         out[(t.trace_id, t.root_span_id)] = attrs
     return out

@@ -1,5 +1,7 @@
 """The terminal and Markdown views of an analysis: the fleet summary, the slowest and the most
-typical task's critical path as a text timeline, then the slowest tasks."""
+typical task's critical path as a text timeline, then the slowest tasks. A class that rests on
+a stage label or an assumption rather than on measurement is marked (``gpu*``, ``34.6%*``; its
+bars in lower case), with a legend line wherever something is marked."""
 
 from __future__ import annotations
 
