@@ -70,9 +70,10 @@ SAID = 0.05  # waiting is mentioned in the words where it is at least this share
 # the span-only rules for waiting that was computing elsewhere (see classify):
 CHILDREN_BUSY = 0.25  # child-process CPU per span second from which its children computed
 THREAD_BUSY = 0.05  # on-CPU share from which its own thread computed
-WORKERS_BUSY = 0.25  # CPU of threads without spans per second of its own time
+WORKERS_BUSY = 0.5  # CPU of threads without spans per second of its own time ...
+WORKERS_CALLER = 0.2  # ... while its own thread computed at least this share (it called them)
 GIL_BLOCKS = 2  # blocked at least this often ...
-GIL_BLOCK_NS = 20_000_000  # ... for at most this long on average (four 5 ms switch intervals)
+GIL_BLOCK_NS = 10_000_000  # ... for at most this long on average (two 5 ms switch intervals)
 GIL_OTHERS = 0.5  # ... while the other threads computed at least this share of that waiting
 MIN_MOVE_NS = 1_000_000  # the last two judge no less waiting than this
 
@@ -454,10 +455,14 @@ def classify(f: Any, threads: Any = None) -> Classified:
     thread = measured & (busy >= THREAD_BUSY) & (ivcsw > vcsw)
     thread_run = np.where(thread, left * ivcsw / np.maximum(ivcsw + vcsw, 1.0), 0.0)
     left = left - thread_run
-    # 3. its thread computed while threads of its process without spans of their own (a
-    #    library's workers) computed a quarter of its own time or more: it waited for them
+    # 3. its thread computed (a library call) while threads of its process without spans of
+    #    their own (the library's workers) computed half its own time or more: it waited for
+    #    them
     unowned = np.asarray(tf.unowned_cpu, dtype=np.float64)
-    workers = measured & (busy >= THREAD_BUSY) & (unowned >= WORKERS_BUSY * own_wall) & \
+    # (3 and 4 judge waiting no stage named: a queue's or memory stage's waiting stays theirs)
+    unnamed = wait_cls == _K[IO]
+    workers = measured & unnamed & (busy >= WORKERS_CALLER) & \
+        (unowned >= WORKERS_BUSY * own_wall) & \
         (left * dur >= MIN_MOVE_NS)
     workers_run = np.where(workers, left, 0.0)
     left = left - workers_run
@@ -465,7 +470,7 @@ def classify(f: Any, threads: Any = None) -> Classified:
     #    average) while its process's other threads computed at least half of that waiting:
     #    it was waiting for the interpreter lock
     left_ns = left * dur
-    gil = measured & (vcsw >= GIL_BLOCKS) & (left_ns <= GIL_BLOCK_NS * np.maximum(vcsw, 1.0)) & \
+    gil = measured & unnamed & (vcsw >= GIL_BLOCKS) & (left_ns <= GIL_BLOCK_NS * np.maximum(vcsw, 1.0)) & \
         (other >= GIL_OTHERS * left_ns) & (left_ns >= MIN_MOVE_NS)
     gil_run = np.where(gil, left, 0.0)
     left = left - gil_run
