@@ -34,7 +34,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import metric_names as mn
-from .evidence import CLASSES, CPU, GPU, IO, MAJOR_FAULT_NS, MEMORY, QUEUE
+from .evidence import CHILDREN_BUSY, CLASSES, CPU, GPU, IO, MAJOR_FAULT_NS, MEMORY, QUEUE
 
 CORES = mn.SYSTEM_CPU_LOGICAL_COUNT
 RUN_QUEUE = mn.SYSTEM_CPU_RUN_QUEUE
@@ -63,7 +63,6 @@ GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2
 GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL waits
 
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
-CHILDREN_BUSY = 0.25  # child-process CPU per span second from which its children computed
 MEMORY_PRESSURE = 0.05
 GPU_BUSY, GPU_IDLE = 0.5, 0.1
 KV_FULL = 0.9

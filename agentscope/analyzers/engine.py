@@ -24,11 +24,11 @@ import numpy as np
 from .._gc import gc_paused
 from .counters import adjust, section_means
 from .critical_path import walk_many
-from .threads import thread_facts
 from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS,
                        SELF_TIME_STAGES, UNTRACED_BASIS, classify)
 from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
                       TaskResult)
+from .threads import thread_facts
 from .verdict import (EVIDENCE_SPANS, NO_CLASS, assumed_parts, bottlenecks, evidence_line,
                       span_label, summarize, task_confidence)
 

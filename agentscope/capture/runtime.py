@@ -33,8 +33,8 @@ from ..semconv import (CHILD_IVCSW, CHILD_RUN_DELAY, CHILD_VCSW, OTHER_THREADS_C
                        WORKERS_CPU)
 from .._version import __version__
 from . import children, otelctx, propagation, sdk_bridge, state
-from .span import (OTHER_CPU_MIN_NS, RUSAGE_MIN_SPAN_NS, LeanSpan, LeanTracerProvider,
-                   native_thread_id, thread_rusage)
+from .span import (RUSAGE_MIN_SPAN_NS, LeanSpan, LeanTracerProvider, native_thread_id,
+                   other_threads_cpu, thread_rusage)
 from .writer import SpanFileWriter
 
 
@@ -291,8 +291,8 @@ class SdkHandle:
         if same_thread:
             attrs[ACCOUNTING["thread_cpu_ns"]] = cpu = time.thread_time_ns() - self.cpu0
             if time.time_ns() - self.start_ns >= RUSAGE_MIN_SPAN_NS:
-                other = time.process_time_ns() - self.proc0 - cpu
-                if other >= OTHER_CPU_MIN_NS:
+                other = other_threads_cpu(self.proc0, cpu)
+                if other is not None:
                     attrs[OTHER_THREADS_CPU] = other
         if ru0 is not None and same_thread:
             ru1 = thread_rusage()

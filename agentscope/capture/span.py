@@ -59,6 +59,14 @@ OTHER_CPU_MIN_NS = 1_000_000
 _thread_local = threading.local()
 
 
+def other_threads_cpu(proc0: int, thread_cpu_ns: int) -> Optional[int]:
+    """The CPU time the process's other threads used since the process CPU clock read
+    ``proc0``, given the calling thread's own over the same time; None below
+    OTHER_CPU_MIN_NS (not recorded)."""
+    other = _process_time_ns() - proc0 - thread_cpu_ns
+    return other if other >= OTHER_CPU_MIN_NS else None
+
+
 def thread_rusage():
     """This thread's resource usage, or None where the OS cannot say (not Linux).
 
@@ -182,8 +190,8 @@ class LeanSpan(trace.Span):
             self.cpu0 = None
             ru0 = self.ru0
             if now - self.start_ns >= RUSAGE_MIN_SPAN_NS:
-                other = _process_time_ns() - self.proc0 - cpu
-                if other >= OTHER_CPU_MIN_NS:
+                other = other_threads_cpu(self.proc0, cpu)
+                if other is not None:
                     self.attrs = {**self.attrs, semconv.OTHER_THREADS_CPU: other}
             if ru0 is not None and now - self.start_ns >= RUSAGE_MIN_SPAN_NS:
                 ru1 = _getrusage(_RUSAGE_THREAD)
