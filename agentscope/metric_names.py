@@ -89,6 +89,9 @@ AGENTSCOPE_COLLECTOR_ERRORS = "agentscope.collector.errors"
 AGENTSCOPE_COLLECTOR_CPU = "agentscope.collector.cpu"
 AGENTSCOPE_COLLECTOR_INTERVAL = "agentscope.collector.interval"
 AGENTSCOPE_PYTHON_GIL_WAIT = "agentscope.python.gil_wait"
+# how late a callback the sampler scheduled ran on an instrumented asyncio loop (device:
+# "thread-<tid>", the loop's thread): the loop was held that long; written when >= 20 ms
+AGENTSCOPE_PYTHON_LOOP_LAG = "agentscope.python.loop_lag"
 
 # ---- the span writer (cumulative counts) ------------------------------------------------------
 AGENTSCOPE_CAPTURE_SPANS_WRITTEN = "agentscope.capture.spans_written"
@@ -152,6 +155,7 @@ UNITS: dict[str, str] = {
     AGENTSCOPE_COLLECTOR_CPU: "{cpu}",
     AGENTSCOPE_COLLECTOR_INTERVAL: "s",
     AGENTSCOPE_PYTHON_GIL_WAIT: "s",
+    AGENTSCOPE_PYTHON_LOOP_LAG: "s",
     AGENTSCOPE_CAPTURE_SPANS_WRITTEN: "{span}",
     AGENTSCOPE_CAPTURE_SPANS_DROPPED: "{span}",
     AGENTSCOPE_CAPTURE_WRITE_ERRORS: "{error}",

@@ -127,3 +127,66 @@ def test_threads_without_spans_are_the_process_cpu_less_the_threads_with_spans()
     # another process's threads are not this one's
     inp.pid = np.array([7, 8])
     assert thread_facts(inp).unowned_cpu[0] == pytest.approx(1.5e9)
+
+
+def _blocked_loop(trace_dir, spanned):
+    """One loop: `answer` awaits 0.2 s while `index-docs` computes 0.5 s without yielding,
+    in a span of its own (`embed`) or in its task's own code; the in-process sampler runs."""
+    import asyncio
+    import time
+
+    import agentscope
+
+    agentscope.init(trace_dir, service="loop-agent", collect=True)
+
+    def burn():
+        end = time.thread_time() + 0.5
+        while time.thread_time() < end:
+            pass
+
+    async def blocker():
+        with agentscope.task("index-docs"):
+            await asyncio.sleep(0.1)
+            if spanned:
+                with agentscope.stage("tool", name="embed"):
+                    burn()
+            else:
+                burn()
+            await asyncio.sleep(0.05)
+
+    async def victim():
+        with agentscope.task("answer"):
+            with agentscope.stage("inference", name="ask-model"):
+                await asyncio.sleep(0.2)
+
+    async def main():
+        await asyncio.gather(blocker(), victim())
+
+    try:
+        asyncio.run(main())
+    finally:
+        agentscope.shutdown()
+    with agentscope.analyze(trace_dir) as analysis:
+        return {t.name: t for t in analysis.task_results}
+
+
+@pytest.mark.parametrize("spanned", [True, False])
+def test_the_sampler_measures_a_held_loop_and_who_held_it(tmp_path, spanned):
+    """The in-process sampler's probe ran late on the held loop: its lag is written with the
+    span whose task the loop was running, and the delayed call names it, in a span of its
+    own or not (issue 15, case 2)."""
+    import json
+
+    tasks = _blocked_loop(tmp_path, spanned)
+    lags = [json.loads(line) for f in tmp_path.glob("samples-*") for line in open(f)
+            if "agentscope.python.loop_lag" in line]
+    assert lags and max(x["value"] for x in lags) >= 0.2, lags
+    assert any(":" in x["device"] for x in lags)  # the holder was seen
+    answer = tasks["answer"]
+    assert answer.bottleneck == "cpu", answer.evidence
+    who = "`embed` in task `index-docs`" if spanned else "`index-docs`"
+    assert answer.evidence[0].startswith(
+        f"ask-model (inference): ") and f"blocked by {who} (its lag measured: " \
+        in answer.evidence[0], answer.evidence
+    # the task that held the loop is not anybody's victim
+    assert "delayed by its event loop" not in " ".join(tasks["index-docs"].evidence)

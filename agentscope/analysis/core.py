@@ -92,7 +92,8 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
 def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
     series = store.counter_series(METRICS)
     with gc_paused():
-        fleet = engine.analyze(store.analysis_input(with_counters=series is not None), series)
+        fleet = engine.analyze(store.analysis_input(with_counters=series is not None), series,
+                               store.loop_lags() if series is not None else None)
         store.save_analysis(_task_columns(fleet), _section_columns(fleet))
     gpu = gpu_summary(store.gpu_idle()) if series is not None else None
     problems = tuple(store.problems())

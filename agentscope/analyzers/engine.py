@@ -36,15 +36,16 @@ _GAP = CLASSES.index(GAP_CLASS)
 _GAP_SHARES = [GAP_SHARES.get(c, 0.0) for c in CLASSES]
 
 
-def analyze(inp: Any, counters: Any = None) -> Fleet:
+def analyze(inp: Any, counters: Any = None, lags: Any = None) -> Fleet:
     """Analyse every trace of ``inp`` (an AnalysisInput); ``counters`` (the store's
     CounterSeries for the metrics :data:`~.counters.METRICS`, or None) join each section
-    where ``inp`` carries the counter columns."""
+    where ``inp`` carries the counter columns; ``lags``: the event-loop lags the in-process
+    samplers measured (the store's LoopLags, or None)."""
     with gc_paused():
-        return _analyze(inp, counters)
+        return _analyze(inp, counters, lags)
 
 
-def _analyze(inp: Any, counters: Any) -> Fleet:
+def _analyze(inp: Any, counters: Any, lags: Any = None) -> Fleet:
     trace_no = np.asarray(inp.trace_no)
     n = len(trace_no)
     cuts = (np.flatnonzero(np.diff(trace_no)) + 1).tolist() if n else []
@@ -57,7 +58,7 @@ def _analyze(inp: Any, counters: Any) -> Fleet:
     task_of_trace[heads] = np.arange(len(heads))
 
     # 2. every span classified; each section gets its span's shares
-    spans = classify(inp, thread_facts(inp))
+    spans = classify(inp, thread_facts(inp, lags))
     task = task_of_trace[np.asarray(w.trace, dtype=np.int64)]  # sections exist under roots
     span = np.asarray(w.span, dtype=np.int64)
     start = np.asarray(w.start, dtype=np.int64)

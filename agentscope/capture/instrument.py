@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import inspect
 from types import MappingProxyType
-from asyncio import _get_running_loop
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from opentelemetry import trace
@@ -112,7 +111,7 @@ class Instrument:
         if rt is not None:
             try:
                 handle = self._begin(rt, self.name or self.stage, self.attrs,
-                                     _get_running_loop() is not None)
+                                     state.on_loop())
             except Exception as e:
                 _trouble("starting a span", e)
         self._handles.append(handle)
@@ -155,7 +154,7 @@ class Instrument:
             if rt is None:
                 return fn(*args, **kwargs)
             try:
-                handle = begin(rt, name, stage, attrs, _get_running_loop() is not None, new_trace)
+                handle = begin(rt, name, stage, attrs, state.on_loop(), new_trace)
             except Exception as e:
                 _trouble("starting a span", e)
                 return fn(*args, **kwargs)
@@ -213,7 +212,7 @@ class Instrument:
             gen = fn(*args, **kwargs)
             rt = state.active
             handle = None if rt is None else self._detached(
-                rt, name, attrs, _get_running_loop() is not None)
+                rt, name, attrs, state.on_loop())
             if handle is None:
                 return (yield from gen)
             error: Optional[BaseException] = None

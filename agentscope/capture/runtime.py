@@ -210,7 +210,8 @@ def _start_sampler(directory: Path, hz: float, full: bool = True) -> Any:
 
         sources, absent = default_sources(pid=os.getpid()) if full else ([], [])
         sampler = Sampler(directory, sources, absent, interval_s=1.0 / hz, in_process=True,
-                          tag="collector" if full else "gil").start()
+                          tag="collector" if full else "gil", loops=state.loops,
+                          holder=state.holder).start()
         propagation.thread_start_hooks.append(sampler.wake)
         # child processes are in this process's tree and on this host: they only probe their
         # own interpreter lock (an instrumented child inherits the environment)
@@ -274,7 +275,7 @@ class SdkHandle:
 
     __slots__ = ("span", "token", "ident", "ru0", "cpu0", "proc0", "start_ns", "child_cpu_ns",
                  "children", "child_majflt", "child_ivcsw", "child_vcsw", "workers_cpu_ns",
-                 "child_run_delay_ns",
+                 "child_run_delay_ns", "loop_task", "loop_prev",
                  "end_ns", "local_parent", "loop")
 
     def fail(self, exc: BaseException) -> None:
@@ -284,6 +285,8 @@ class SdkHandle:
     def finish(self) -> None:
         if self.token is not None:
             _detach(self.token)
+        if self.loop_task is not None:
+            state.leave_loop_span(self)
         _sdk_nodes.pop(id(self.span), None)
         attrs: dict = {}
         ru0 = self.ru0
@@ -334,11 +337,15 @@ def begin(rt: Runtime, name: str, stage: Optional[str], attrs: Mapping[str, Any]
         parent = rt.default_parent
     if rt.lean:
         if new_trace:
-            return _begin_new_trace(ctx, name, stage, attrs, parent, loop)
-        span = LeanSpan(name, stage, attrs, parent, "internal", (), None, loop)
-        span.token = _enter(span, ctx)
-        return span
-    return _begin_sdk(rt, ctx, name, stage, attrs, parent, loop, new_trace)
+            handle = _begin_new_trace(ctx, name, stage, attrs, parent, loop)
+        else:
+            handle = LeanSpan(name, stage, attrs, parent, "internal", (), None, loop)
+            handle.token = _enter(handle, ctx)
+    else:
+        handle = _begin_sdk(rt, ctx, name, stage, attrs, parent, loop, new_trace)
+    if loop:  # the sampler names the span that holds a loop it finds late
+        state.enter_loop_span(handle)
+    return handle
 
 
 def _begin_new_trace(ctx: Any, name: str, stage: Optional[str], attrs: Mapping[str, Any],
@@ -375,6 +382,7 @@ def _begin_sdk(rt: Runtime, ctx: Any, name: str, stage: Optional[str],
     h.start_ns = time.time_ns()
     h.child_cpu_ns = h.children = h.child_majflt = h.child_ivcsw = h.child_vcsw = h.end_ns = 0
     h.workers_cpu_ns = h.child_run_delay_ns = 0
+    h.loop_task = h.loop_prev = None
     h.loop = loop
     h.local_parent = None if new_trace or parent is None else _sdk_nodes.get(id(parent))
     _sdk_nodes[id(span)] = h

@@ -117,6 +117,8 @@ class LeanSpan(trace.Span):
     child_vcsw = 0
     workers_cpu_ns = 0
     child_run_delay_ns = 0
+    loop_task: Any = None  # on a loop: its asyncio task, and that task's span before it
+    loop_prev: Any = None
     _own_attrs = False
     _sc: Optional[SpanContext] = None
 
@@ -227,6 +229,8 @@ class LeanSpan(trace.Span):
         if token is not None:
             self.token = None
             _detach(token)
+        if self.loop_task is not None:
+            state.leave_loop_span(self)
         self.end()
 
     def fail(self, exc: BaseException) -> None:

@@ -6,6 +6,61 @@ in a cycle.
 
 from __future__ import annotations
 
+import weakref
+from asyncio import _get_running_loop, current_task
 from typing import Any, Optional
 
 active: Optional[Any] = None  # an agentscope.capture.runtime.Runtime while tracing is on
+
+# the asyncio event loops instrumented code ran on: the in-process sampler probes their lag
+loops: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def on_loop() -> bool:
+    """Whether the caller runs on an asyncio event loop (remembering the loop, once)."""
+    loop = _get_running_loop()
+    if loop is None:
+        return False
+    if loop not in loops:
+        loops.add(loop)
+    return True
+
+
+# asyncio task -> the innermost open span it started on its loop: what the sampler names when
+# it finds the loop held (holder)
+task_spans: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def enter_loop_span(handle: Any) -> None:
+    """``handle`` (a span begun on a running loop) is now its task's innermost span."""
+    task = current_task()
+    if task is not None:
+        handle.loop_task, handle.loop_prev = task, task_spans.get(task)
+        task_spans[task] = handle
+
+
+def leave_loop_span(handle: Any) -> None:
+    """``handle`` ended: its task's innermost span is the one before it again."""
+    task = handle.loop_task
+    if task is not None:
+        handle.loop_task = None
+        if task_spans.get(task) is handle:
+            if handle.loop_prev is None:
+                task_spans.pop(task, None)
+            else:
+                task_spans[task] = handle.loop_prev
+        handle.loop_prev = None
+
+
+def holder(loop: Any) -> Optional[str]:
+    """The span (16 hex digits) of the task running on ``loop`` now, or None: called from
+    another thread (the sampler) while ``loop`` is held."""
+    try:
+        task = current_task(loop)
+        handle = task_spans.get(task) if task is not None else None
+        if handle is None:
+            return None
+        span = getattr(handle, "span", handle)
+        return f"{span.get_span_context().span_id:016x}"
+    except Exception:  # the loop closed meanwhile, a task gone: nothing to name
+        return None

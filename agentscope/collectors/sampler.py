@@ -13,11 +13,18 @@ an absent source's place); about once a second its own cost, ``agentscope.collec
 (CPU seconds per second of the sampling thread), and the interval it runs at. Inside the
 agent (``in_process``) it also writes, every round, how late its thread ran after waking
 (``agentscope.python.gil_wait``, seconds): with other threads of the process holding Python's
-interpreter lock, that is the wait for the GIL (the switch interval, 5 ms, or more).
+interpreter lock, that is the wait for the GIL (the switch interval, 5 ms, or more). And on
+each asyncio loop that instrumented code ran on (``loops``), it schedules a callback every
+round and writes how late it ran, where at least LOOP_LAG_MIN_S
+(``agentscope.python.loop_lag``, seconds, device ``thread-<tid>``, or
+``thread-<tid>:<span id>`` naming the span whose task the loop ran while the callback waited,
+as ``holder`` reported it each round): the loop was held by code that did not yield for at
+least that long, up to when the callback ran.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import socket
@@ -25,7 +32,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from .._log import log, log_once
 from ..formats import samplefile
@@ -35,6 +42,7 @@ from ..metric_names import (
     AGENTSCOPE_COLLECTOR_INTERVAL,
     AGENTSCOPE_COLLECTOR_UP,
     AGENTSCOPE_PYTHON_GIL_WAIT,
+    AGENTSCOPE_PYTHON_LOOP_LAG,
     SOURCE_COLLECTOR,
     SOURCE_GPU_NVIDIA,
     SOURCE_PROCESS_TREE,
@@ -44,6 +52,7 @@ from ..records import SampleRecord
 from .base import Source, snapshots
 
 _NO_SNAPSHOT = object()
+LOOP_LAG_MIN_S = 0.02  # a loop's lag is written from this much (four 5 ms switch intervals)
 
 
 class Sampler:
@@ -53,7 +62,9 @@ class Sampler:
     def __init__(self, directory: "str | os.PathLike[str]", sources: Iterable[Source],
                  absent: Iterable[tuple] = (), interval_s: float = 0.1,
                  host: Optional[str] = None, tag: str = "collector",
-                 flush_interval_s: float = 1.0, in_process: bool = False) -> None:
+                 flush_interval_s: float = 1.0, in_process: bool = False,
+                 loops: Optional[Iterable] = None,
+                 holder: Optional[Callable[[object], Optional[str]]] = None) -> None:
         self.directory = Path(directory)
         self.sources = list(sources)
         self.absent = list(absent)
@@ -78,6 +89,15 @@ class Sampler:
         # set when the process starts a thread (see wake()): a GIL probe idling at one round
         # a second in a single-threaded process starts probing at once
         self._woken = threading.Event()
+        # the event loops whose lag it probes (the runtime's registry: loops come and go)
+        self.loops = loops if in_process else None
+        self._probing: set = set()  # id() of the loops with a probe scheduled, not yet run
+        # (loop) -> the span running on it now (16 hex digits), asked while its probe waits:
+        # {id(loop): {span: rounds seen}} names what held it
+        self.holder = holder
+        self._held: dict = {}
+        # (ns the probe ran, "thread-<tid>[:<span>]", lag s), appended on the loops' threads
+        self._lags: collections.deque = collections.deque()
         # the foreground sources: (source, its interval in ns, whether it takes snapshots)
         self._plan = [(s, int(getattr(s, "min_interval_s", 0) * 1e9) - 1000, snapshots(s))
                       for s in self.sources if not getattr(s, "background", False)]
@@ -134,6 +154,8 @@ class Sampler:
         if self.in_process and self._late_s is not None:
             snaps.append((None, now, self._late_s))
             self._late_s = None
+        if self.loops:
+            self._probe_loops(now)
         if final or now - self._last_self_ns >= 1_000_000_000:
             lines.extend(self._self_readings(now))
         self.rounds += 1
@@ -152,9 +174,15 @@ class Sampler:
         (one write)."""
         self._last_flush_ns = time.time_ns() if now_ns is None else now_ns
         snaps, self._snaps = self._snaps, []
-        if snaps:
+        lags = []
+        while self._lags:
+            lags.append(self._lags.popleft())
+        if snaps or lags:
             lines: list = []
             encode, record, host = samplefile.encode, SampleRecord, self.host
+            for ns, device, lag in lags:
+                lines.append(encode(record(ns, host, self.pid, SOURCE_PYTHON, device,
+                                           AGENTSCOPE_PYTHON_LOOP_LAG, lag)))
             for s, ns, snap in snaps:
                 if s is None:
                     lines.append(encode(record(ns, host, self.pid, SOURCE_PYTHON, None,
@@ -170,6 +198,37 @@ class Sampler:
             self._pending, self._pending_bytes = [], 0
         if text:
             self._write(text)
+
+    def _probe_loops(self, now: int) -> None:
+        """Schedule a callback on every running loop that has none pending: how late it runs
+        is how long the loop was held (:meth:`_landed`)."""
+        for loop in list(self.loops or ()):
+            key = id(loop)
+            if key in self._probing:  # still waiting: the loop is held; by which span?
+                span = self.holder(loop) if self.holder is not None else None
+                if span is not None:
+                    seen = self._held.setdefault(key, {})
+                    seen[span] = seen.get(span, 0) + 1
+                continue
+            try:
+                if loop.is_closed() or not loop.is_running():
+                    continue
+                self._probing.add(key)
+                loop.call_soon_threadsafe(self._landed, key, time.monotonic_ns())
+            except Exception:  # a loop closing meanwhile: probe it no more this round
+                self._probing.discard(key)
+
+    def _landed(self, key: int, sent_ns: int) -> None:
+        """On the loop's thread: the probe ran; its lag, where it matters, for the next
+        write."""
+        self._probing.discard(key)
+        seen = self._held.pop(key, None)
+        lag = (time.monotonic_ns() - sent_ns) / 1e9
+        if lag >= LOOP_LAG_MIN_S:
+            device = f"thread-{threading.get_native_id()}"
+            if seen:  # the span seen running most often while it waited
+                device += ":" + max(seen, key=seen.__getitem__)
+            self._lags.append((time.time_ns(), device, lag))
 
     def _failed(self, s: Source, e: Exception) -> None:
         self.errors[s.name] += 1
@@ -312,7 +371,8 @@ class Sampler:
         """The wait before the next round. A sampler that only probes the GIL (no sources)
         of a process running no other Python thread than the main one waits a second: with
         one thread there is no one to contend with, and each wake-up costs CPU."""
-        if self.in_process and not self.sources and threading.active_count() <= 2:
+        if self.in_process and not self.sources and threading.active_count() <= 2 and \
+                not self.loops:
             return max(period, 1.0)
         return period
 

@@ -20,7 +20,7 @@ from .. import metric_names as mn
 from ..errors import QueryError, StoreError, TraceFormatError
 from .loading import LoadReport, Loader, sources
 from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSeries, GpuIdle,
-                     LatestSample, SeriesKey, SpanRow, WindowSample, sql)
+                     LatestSample, LoopLags, SeriesKey, SpanRow, WindowSample, sql)
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
 _COUNTER_COLUMNS = ("host_code",)
@@ -123,6 +123,23 @@ class Store:
                              np.asarray(got["ts_ns"], dtype=np.int64),
                              np.asarray(got["value"], dtype=np.float64),
                              tuple(CollectorRun(*r) for r in no_gpu), gpus_of)
+
+    def loop_lags(self) -> Optional[LoopLags]:
+        """The event-loop lags the in-process samplers measured (store/sql/loop_lags.sql);
+        None when there are none."""
+        import numpy as np
+
+        got = self.con.execute(sql("loop_lags.sql"),
+                               {"metric": mn.AGENTSCOPE_PYTHON_LOOP_LAG}).fetchnumpy()
+        if not len(got["ts_ns"]):
+            return None
+        return LoopLags(np.asarray(got["host"], dtype=object),
+                        np.asarray(got["pid"], dtype=np.int64),
+                        np.asarray(got["tid"], dtype=np.int64),
+                        np.asarray(np.ma.filled(np.ma.asarray(got["span_id"], dtype=object),
+                                                None), dtype=object),
+                        np.asarray(got["ts_ns"], dtype=np.int64),
+                        np.asarray(got["lag_s"], dtype=np.float64))
 
     def analysis_input(self, with_counters: bool = False) -> AnalysisInput:
         """Every span as the analysis reads it (store/sql/analysis_input.sql), with the columns

@@ -88,6 +88,19 @@ class AnalysisInput:
         return self.host is not None
 
 
+class LoopLags(NamedTuple):
+    """The event-loop lags the in-process samplers measured (``agentscope.python.loop_lag``):
+    per sample the host, process, the loop's thread, the span whose task held it (None: not
+    seen), when the late callback ran and how late (seconds). One array each."""
+
+    host: Any  # object
+    pid: Any  # int64
+    tid: Any  # int64
+    span_id: Any  # object
+    ts_ns: Any  # int64
+    lag_s: Any  # float64
+
+
 class SeriesKey(NamedTuple):
     """One counter series: a metric's samples on one host (and device, process)."""
 
