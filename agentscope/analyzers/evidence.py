@@ -74,7 +74,7 @@ WORKERS_BUSY = 0.5  # CPU of threads without spans per second of its own time ..
 WORKERS_CALLER = 0.2  # ... while its own thread computed at least this share (it called them)
 GIL_BLOCKS = 2  # blocked at least this often ...
 GIL_BLOCK_NS = 10_000_000  # ... for at most this long on average (two 5 ms switch intervals)
-GIL_OTHERS = 0.5  # ... while the other threads computed at least this share of that waiting
+GIL_OTHERS = 0.8  # ... while the other threads computed at least this share of that waiting
 MIN_MOVE_NS = 1_000_000  # the last two judge no less waiting than this
 
 # confidences
@@ -434,6 +434,12 @@ def classify(f: Any, threads: Any = None) -> Classified:
     waiting = np.where(measured, rest - cpu_part, 0.0)
     fault_wait = np.where(faults > 0, np.minimum(faults * MAJOR_FAULT_NS /
                                                  np.maximum(own_wall, 1.0), 1.0) * rest, 0.0)
+    # each major fault blocked its thread: where its blocks are known (and the faults are its
+    # own, not child processes'), the faults' share of them is the share of its waiting spent
+    # paging in (on a disk slower than MAJOR_FAULT_NS a page)
+    fault_wait = np.maximum(fault_wait, np.where(
+        (faults > 0) & (vcsw > 0) & (child_cpu <= 0),
+        waiting * np.minimum(faults / np.maximum(vcsw, 1.0), 1.0), 0.0))
     fault_wait = np.where(waiting > 1e-9, fault_wait, 0.0)
     take = np.minimum(fault_wait, waiting)
     shares[:, _K[MEMORY]] += take
@@ -466,13 +472,16 @@ def classify(f: Any, threads: Any = None) -> Classified:
         (left * dur >= MIN_MOVE_NS)
     workers_run = np.where(workers, left, 0.0)
     left = left - workers_run
-    # 4. it blocked often and briefly (no longer than a few of Python's switch intervals on
-    #    average) while its process's other threads computed at least half of that waiting:
-    #    it was waiting for the interpreter lock
+    # 4. it blocked often and briefly (no longer than two of Python's switch intervals on
+    #    average) while its process's other threads computed nearly all that time (80 %): it
+    #    was waiting for the interpreter lock, as long as they held it
     left_ns = left * dur
-    gil = measured & unnamed & (vcsw >= GIL_BLOCKS) & (left_ns <= GIL_BLOCK_NS * np.maximum(vcsw, 1.0)) & \
-        (other >= GIL_OTHERS * left_ns) & (left_ns >= MIN_MOVE_NS)
-    gil_run = np.where(gil, left, 0.0)
+    # (a span that took major faults blocked on its page-ins: counters.py weighs those)
+    gil = measured & unnamed & (faults <= 0) & (vcsw >= GIL_BLOCKS) & \
+        (left_ns <= GIL_BLOCK_NS * np.maximum(vcsw, 1.0)) & (other >= GIL_OTHERS * left_ns) & \
+        (left_ns >= MIN_MOVE_NS)
+    # no more than the others computed: they cannot have held the lock longer
+    gil_run = np.where(gil, np.minimum(left, other / dur), 0.0)
     left = left - gil_run
     shares[:, _K[CPU]] += kids_run + thread_run + workers_run + gil_run
     rows = np.flatnonzero(left > 1e-9)
