@@ -51,6 +51,9 @@ def test_a_thread_preempted_more_than_blocked_was_runnable():
     # a thread that barely ran (an HTTP wait, preempted in its few ms of work): io
     shares, _ = one(own_cpu=0.01e9, ivcsw=3, vcsw=1)
     assert shares[IO] == pytest.approx(0.99)
+    # ... also where the child process it waited for computed (its CPU is not the thread's)
+    shares, _ = one(own_cpu=0.11e9, child_cpu=int(0.1e9), ivcsw=4, vcsw=3)
+    assert shares[IO] == pytest.approx(0.89)
 
 
 def test_waiting_for_library_worker_threads_is_cpu():

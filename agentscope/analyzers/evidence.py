@@ -457,8 +457,10 @@ def classify(f: Any, threads: Any = None) -> Classified:
     kids_run = np.where(kids, waited * kid_iv / np.maximum(kid_iv + kid_v, 1.0),
                         np.where(timed, np.minimum(waited, np.maximum(run_delay, 0) / dur), 0.0))
     left = waited - kids_run
-    # 2. its thread computed and was preempted more often than it blocked: likewise
-    thread = measured & (busy >= THREAD_BUSY) & (ivcsw > vcsw)
+    # 2. its thread itself computed (not only its children) and was preempted more often than
+    #    it blocked: likewise
+    thread_busy = np.maximum(own_cpu - child_cpu, 0.0) / np.maximum(avail, 1.0)
+    thread = measured & (thread_busy >= THREAD_BUSY) & (ivcsw > vcsw)
     thread_run = np.where(thread, left * ivcsw / np.maximum(ivcsw + vcsw, 1.0), 0.0)
     left = left - thread_run
     # 3. its thread computed (a library call) while threads of its process without spans of
