@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from asyncio import _get_running_loop
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
@@ -111,7 +112,7 @@ class Instrument:
         if rt is not None:
             try:
                 handle = self._begin(rt, self.name or self.stage, self.attrs,
-                                     state.on_loop())
+                                     _get_running_loop() is not None)
             except Exception as e:
                 _trouble("starting a span", e)
         self._handles.append(handle)
@@ -154,7 +155,7 @@ class Instrument:
             if rt is None:
                 return fn(*args, **kwargs)
             try:
-                handle = begin(rt, name, stage, attrs, state.on_loop(), new_trace)
+                handle = begin(rt, name, stage, attrs, _get_running_loop() is not None, new_trace)
             except Exception as e:
                 _trouble("starting a span", e)
                 return fn(*args, **kwargs)
@@ -212,7 +213,7 @@ class Instrument:
             gen = fn(*args, **kwargs)
             rt = state.active
             handle = None if rt is None else self._detached(
-                rt, name, attrs, state.on_loop())
+                rt, name, attrs, _get_running_loop() is not None)
             if handle is None:
                 return (yield from gen)
             error: Optional[BaseException] = None

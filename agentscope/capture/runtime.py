@@ -294,7 +294,7 @@ class SdkHandle:
         if same_thread:
             attrs[ACCOUNTING["thread_cpu_ns"]] = cpu = time.thread_time_ns() - self.cpu0
             if time.time_ns() - self.start_ns >= RUSAGE_MIN_SPAN_NS:
-                other = other_threads_cpu(self.proc0, cpu)
+                other = other_threads_cpu(self.proc0, time.process_time_ns(), cpu)
                 if other is not None:
                     attrs[OTHER_THREADS_CPU] = other
         if ru0 is not None and same_thread:

@@ -59,11 +59,11 @@ OTHER_CPU_MIN_NS = 1_000_000
 _thread_local = threading.local()
 
 
-def other_threads_cpu(proc0: int, thread_cpu_ns: int) -> Optional[int]:
-    """The CPU time the process's other threads used since the process CPU clock read
-    ``proc0``, given the calling thread's own over the same time; None below
+def other_threads_cpu(proc0: int, proc1: int, thread_cpu_ns: int) -> Optional[int]:
+    """The CPU time the process's other threads used between two readings of the process
+    CPU clock, given the calling thread's own over the same time; None below
     OTHER_CPU_MIN_NS (not recorded)."""
-    other = _process_time_ns() - proc0 - thread_cpu_ns
+    other = proc1 - proc0 - thread_cpu_ns
     return other if other >= OTHER_CPU_MIN_NS else None
 
 
@@ -158,26 +158,20 @@ class LeanSpan(trace.Span):
             self.tid = native_thread_id()
         now = _time_ns()
         tl = _thread_local
+        # the rusage reading and the process CPU clock of the thread's previous span, if at
+        # most RUSAGE_REUSE_NS old (the other threads' CPU in that gap is far below what
+        # OTHER_CPU_MIN_NS records)
         try:
-            ru = tl.ru if now - tl.ru_ns <= RUSAGE_REUSE_NS else None
+            fresh = now - tl.ru_ns <= RUSAGE_REUSE_NS
         except AttributeError:
-            ru = None
-        if ru is None and _RUSAGE_THREAD is not None:
-            ru = _getrusage(_RUSAGE_THREAD)
-            tl.ru, tl.ru_ns = ru, now
-        self.ru0 = ru
+            fresh = False
+        if fresh:
+            self.ru0, self.proc0 = tl.ru, tl.proc
+        else:
+            ru = _getrusage(_RUSAGE_THREAD) if _RUSAGE_THREAD is not None else None
+            self.ru0, self.proc0 = ru, _process_time_ns()
+            tl.ru, tl.ru_ns, tl.proc = ru, now, self.proc0
         self.cpu0 = _thread_time_ns()
-        # the process CPU clock, likewise reused if at most RUSAGE_REUSE_NS old: the other
-        # threads' CPU in that gap is far below what OTHER_CPU_MIN_NS records
-        try:
-            if now - tl.proc_ns <= RUSAGE_REUSE_NS:
-                self.proc0 = tl.proc
-            else:
-                self.proc0 = tl.proc = _process_time_ns()
-                tl.proc_ns = now
-        except AttributeError:
-            self.proc0 = tl.proc = _process_time_ns()
-            tl.proc_ns = now
         self.start_ns = now if start_ns is None else start_ns
 
     # ---- the hot end ----------------------------------------------------------------------
@@ -192,20 +186,21 @@ class LeanSpan(trace.Span):
             self.cpu0 = None
             ru0 = self.ru0
             if now - self.start_ns >= RUSAGE_MIN_SPAN_NS:
-                other = other_threads_cpu(self.proc0, cpu)
+                proc = _process_time_ns()
+                other = other_threads_cpu(self.proc0, proc, cpu)
                 if other is not None:
                     self.attrs = {**self.attrs, semconv.OTHER_THREADS_CPU: other}
-            if ru0 is not None and now - self.start_ns >= RUSAGE_MIN_SPAN_NS:
-                ru1 = _getrusage(_RUSAGE_THREAD)
-                tl = _thread_local
-                tl.ru, tl.ru_ns = ru1, now
-                self.vcsw = ru1.ru_nvcsw - ru0.ru_nvcsw
-                self.ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw
-                self.minflt = ru1.ru_minflt - ru0.ru_minflt
-                self.majflt = majflt = ru1.ru_majflt - ru0.ru_majflt
-                if majflt:  # rare: the kernel time is then mostly paging in
-                    self.attrs = {**self.attrs, semconv.SYSTEM_CPU: round(
-                        (ru1.ru_stime - ru0.ru_stime) * 1e9)}
+                if ru0 is not None:
+                    ru1 = _getrusage(_RUSAGE_THREAD)
+                    tl = _thread_local
+                    tl.ru, tl.ru_ns, tl.proc = ru1, now, proc
+                    self.vcsw = ru1.ru_nvcsw - ru0.ru_nvcsw
+                    self.ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw
+                    self.minflt = ru1.ru_minflt - ru0.ru_minflt
+                    self.majflt = majflt = ru1.ru_majflt - ru0.ru_majflt
+                    if majflt:  # rare: the kernel time is then mostly paging in
+                        self.attrs = {**self.attrs, semconv.SYSTEM_CPU: round(
+                            (ru1.ru_stime - ru0.ru_stime) * 1e9)}
         self.ru0 = None
         if self.children:  # rare: its child processes' context switches
             self.attrs = {**self.attrs, semconv.CHILD_IVCSW: self.child_ivcsw,

@@ -7,7 +7,7 @@ in a cycle.
 from __future__ import annotations
 
 import weakref
-from asyncio import _get_running_loop, current_task
+from asyncio import current_task
 from typing import Any, Optional
 
 active: Optional[Any] = None  # an agentscope.capture.runtime.Runtime while tracing is on
@@ -16,25 +16,19 @@ active: Optional[Any] = None  # an agentscope.capture.runtime.Runtime while trac
 loops: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def on_loop() -> bool:
-    """Whether the caller runs on an asyncio event loop (remembering the loop, once)."""
-    loop = _get_running_loop()
-    if loop is None:
-        return False
-    if loop not in loops:
-        loops.add(loop)
-    return True
-
-
 # asyncio task -> the innermost open span it started on its loop: what the sampler names when
 # it finds the loop held (holder)
 task_spans: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 
 def enter_loop_span(handle: Any) -> None:
-    """``handle`` (a span begun on a running loop) is now its task's innermost span."""
+    """``handle`` (a span begun on a running loop) is now its task's innermost span; the loop
+    is remembered, for the sampler to probe."""
     task = current_task()
     if task is not None:
+        loop = task.get_loop()
+        if loop not in loops:
+            loops.add(loop)
         handle.loop_task, handle.loop_prev = task, task_spans.get(task)
         task_spans[task] = handle
 
