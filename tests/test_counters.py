@@ -63,17 +63,39 @@ def test_the_numpy_join_equals_the_sql_reference():
         for metric, device in ((PSI_CPU, None), ("system.cpu.run_queue", None),
                                (GPU_UTIL, "gpu0"), (GPU_UTIL, "gpu1")):
             ts = np.sort(rng.choice(np.arange(0, 60 * S, S // 20), 400, replace=False))
+            # and a second collector run of the same series 3 minutes later (a hole between)
+            ts = np.concatenate([ts, ts + 240 * S])
             rows += [(T0 + int(t), host, None, "src", device, metric, float(rng.random()))
                      for t in ts]
     _samples(store, rows)
-    a = T0 + rng.integers(-5 * S, 65 * S, 2000)
-    b = a + rng.integers(0, 10 * S, 2000)
+    a = T0 + rng.integers(-5 * S, 310 * S, 2000)
+    b = a + rng.integers(0, 120 * S, 2000)
     hosts = rng.choice(np.array(["h1", "h2", "h3", None], dtype=object), 2000)
     fast = section_counters(store, hosts, a, b)
     ref = section_means_sql(store, hosts, a, b)
     assert set(fast) == set(ref) == {PSI_CPU, "system.cpu.run_queue", GPU_UTIL}
     for m in ref:
         np.testing.assert_allclose(fast[m], ref[m], rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+def test_a_hole_between_collector_runs_describes_nothing():
+    """A sample hours after the previous one of its series (two recordings in one folder)
+    does not hold its value back over the hole: a section inside it gets no value, one half
+    in it the mean of the part described."""
+    store = Store()
+    _samples(store, [(T0 + k * S, "h", None, "host.pressure", None, PSI_CPU, 0.2)
+                     for k in range(5)] +
+             [(T0 + 3600 * S + k * S, "h", None, "host.pressure", None, PSI_CPU, 0.9)
+              for k in range(5)])
+    start = np.array([T0 + 100 * S, T0 + 3 * S, T0 + 3599 * S])
+    end = np.array([T0 + 200 * S, T0 + 5 * S, T0 + 3603 * S])
+    hosts = np.array(["h"] * 3, dtype=object)
+    got = section_counters(store, hosts, start, end)[PSI_CPU]
+    ref = section_means_sql(store, hosts, start, end)[PSI_CPU]
+    assert np.isnan(got[0])  # inside the hole: absent (it was 0.9 from a sample an hour on)
+    assert got[1] == pytest.approx(0.2)  # half described, by the first run
+    assert got[2] == pytest.approx(0.9)  # 3 of its 4 s described by the second run
+    np.testing.assert_allclose(got, ref, equal_nan=True)
 
 
 def test_no_counters_no_join():

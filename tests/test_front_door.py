@@ -41,7 +41,7 @@ def test_api_and_cli_give_the_same_document(both):
     assert analysis.to_dict() == cli
     assert json.loads(analysis.to_json()) == cli
     assert analysis.summary.to_dict() == cli["summary"]
-    assert len(analysis.task_results) == cli["summary"]["tasks"] == 40
+    assert len(analysis.task_results) == cli["summary"]["tasks"] == 50
 
 
 def test_tasks_frame_holds_the_documents_tasks(both):
@@ -120,14 +120,14 @@ def test_verdicts_on_sample_traces_are_pinned(both):
 def test_query_is_read_only_sql_returning_a_dataframe(both):
     analysis, _ = both
     df = analysis.query("SELECT bottleneck, count(*) AS n FROM tasks GROUP BY ALL ORDER BY n DESC")
-    assert isinstance(df, pd.DataFrame) and df["n"].sum() == 40
+    assert isinstance(df, pd.DataFrame) and df["n"].sum() == 50
     columns, rows = analysis.query_rows("SELECT count(*) FROM spans")
-    assert rows == [(241,)]
+    assert rows == [(263,)]
     with pytest.raises(QueryError, match="read-only"):
         analysis.query("DELETE FROM spans")
     with pytest.raises(QueryError):
         analysis.query("SELECT nonsense FROM nowhere")
-    assert analysis.query_rows("SELECT count(*) FROM spans")[1] == [(241,)]
+    assert analysis.query_rows("SELECT count(*) FROM spans")[1] == [(263,)]
 
 
 def test_breakdown_adds_up_to_the_critical_path(both):

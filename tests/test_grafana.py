@@ -57,7 +57,7 @@ def _wait(what, timeout: float = 30, every: float = 0.2):
 
 @pytest.fixture(scope="module")
 def trace_dir(tmp_path_factory):
-    """The sample traces (40 tasks, with host counters) plus a GPU and a model server's
+    """The sample traces (50 tasks, with host counters) plus a GPU and a model server's
     counters over the minutes of one of them (queue-behind-batch). No GPU and no vLLM exist
     here: those two series are written for this test (busy, then idle; a queue), in the
     collectors' own sample format, so that every panel has something to show."""
@@ -139,7 +139,7 @@ def test_metrics_follow_prometheus_naming_and_carry_the_analysis(trace_dir):
     for name in samples:
         assert name == name.lower() and "." not in name
     tasks = families["agentscope_tasks"].samples
-    assert sum(s.value for s in tasks) == len(analysis.task_results) == 40
+    assert sum(s.value for s in tasks) == len(analysis.task_results) == 50
     assert {s.labels["bottleneck"] for s in tasks} == {t.bottleneck for t in analysis.task_results}
     # critical-path seconds add up to the tasks' durations
     path = sum(s.value for s in families["agentscope_critical_path_seconds"].samples)
@@ -279,9 +279,9 @@ def test_otlp_metrics_are_sent_as_protobuf_with_opentelemetry_names(trace_dir):
     metrics = {m.name: m for m in req.resource_metrics[0].scope_metrics[0].metrics}
     tasks = metrics["agentscope.tasks"]
     assert tasks.unit == "{task}" and tasks.sum.is_monotonic
-    assert sum(p.as_double for p in tasks.sum.data_points) == 40
+    assert sum(p.as_double for p in tasks.sum.data_points) == 50
     hist = metrics["agentscope.task.duration"].histogram.data_points
-    assert sum(p.count for p in hist) == 40
+    assert sum(p.count for p in hist) == 50
     for p in hist:
         assert sum(p.bucket_counts) == p.count and len(p.bucket_counts) == len(
             p.explicit_bounds) + 1

@@ -71,7 +71,7 @@ def test_report_of_the_sample_traces(tmp_path):
     analysed = json.loads(CliRunner().invoke(main, [
         "analyze", str(SAMPLES), "--format", "json", "--db", str(tmp_path / "db.duckdb")]).output)
     assert len(data["tasks"]) == len(analysed["tasks"]) == data["summary"]["tasks"]
-    assert len(data["timelines"]) == len(data["tasks"])  # 40 tasks <= 100: every one
+    assert len(data["timelines"]) == len(data["tasks"])  # 50 tasks <= 100: every one
     by_trace = {t["trace_id"]: t for t in analysed["tasks"]}
     col = {c: i for i, c in enumerate(data["task_columns"])}
     for i, row in enumerate(data["tasks"]):
@@ -103,7 +103,7 @@ def test_report_keeps_timelines_for_typical_and_slowest_tasks_only(tmp_path):
     assert result.exit_code == 0, result.output
     data = _data_of(out.read_text())
     n = len(data["tasks"])
-    assert n == 40 and len(data["timelines"]) == 5 and len(data["typical"]) == 4
+    assert n == 50 and len(data["timelines"]) == 5 and len(data["typical"]) == 4
     assert {str(i) for i in data["typical"].values()} <= set(data["timelines"])
     col = {c: i for i, c in enumerate(data["task_columns"])}
     durations = sorted((r[col["duration_s"]] for r in data["tasks"]), reverse=True)
@@ -257,7 +257,7 @@ def test_markdown_has_the_summary_and_the_timelines(tmp_path):
                                        str(tmp_path / "db.duckdb")])
     assert result.exit_code == 0
     md = result.output
-    assert md.startswith("## agentscope: 40 tasks")
+    assert md.startswith("## agentscope: 50 tasks")
     assert "**slowest task**: " in md and md.count("```") == 4
     assert re.search(r"[\w-]+ \[(context|tool|inference|queue|memory)\]\s+(cpu|io|queue|memory)"
                      r"\s+\|[CIQMG ]*[CIQM]+", md)

@@ -144,10 +144,10 @@ def test_cli_score_without_truth_is_a_usage_error(tmp_path):
 
 
 def test_the_shipped_sample_traces_get_the_verdicts_their_readme_promises():
-    """sample_traces/{cpu,io,queue,memory,mixed-fleet} were recorded by these scenarios, with
+    """sample_traces/{cpu,io,queue,memory,mixed-fleet,hard-cases} were recorded by these scenarios, with
     their truth: the analysis of the files as shipped names every task right."""
     got = score(REPO / "sample_traces")
-    assert got.missing == 0 and len(got.tasks) == 32
+    assert got.missing == 0 and len(got.tasks) == 42
     assert got.untruthed == 8  # sample_traces/example: the example agent, no truth recorded
     assert got.task_accuracy == 1.0, describe(got)
     assert got.time_accuracy >= 0.9, describe(got)

@@ -59,6 +59,9 @@ PER_PROCESS = (GIL_WAIT,)
 # the counters the rules below read (each one joined to every section: no more than these)
 METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, SWAP_IN, HOST_FAULTS, TREE_WAIT, GPU_UTIL,
            KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT, TREE_FAULTS)
+# a sample holds its value back to the previous one of its series at most this long: a longer
+# stretch is a hole between collector runs (a folder of several days' recordings)
+MAX_HOLD_NS = 60_000_000_000
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
 GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL waits
 
@@ -84,8 +87,9 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     to the previous sample's time (rates and utilizations are measured over that interval).
     With I its running integral, the mean over [a, b] is (I(b) - I(a)) / (b - a), where
     I(t) = I_k - v_k (ts_k - t) for the first sample k at or after t (``searchsorted``).
-    Sections are clipped to the series; one less than half covered gets no value (absent,
-    not zero). Several series of a metric on one host give their highest mean. The SQL
+    A sample more than MAX_HOLD_NS after the previous one describes no time before it (a hole
+    between collector runs); the mean is over the time described. Sections are clipped to the
+    series; one less than half described gets no value (absent, not zero). Several series of a metric on one host give their highest mean. The SQL
     version of the same join (store/sql/section_counters.sql, two ASOF joins) is the
     reference the tests check this against (analyzers/reference.py); this one is several
     times faster."""
@@ -127,23 +131,35 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
             sel = sel[np.asarray(pids)[sel] == key.pid]
             if not len(sel):
                 continue
-        integral = np.zeros(len(ts))
-        if len(ts) > 1:
-            np.cumsum(v[1:] * np.diff(ts).astype(np.float64), out=integral[1:])
+        # a sample describes the time back to the previous one, unless that is longer than
+        # MAX_HOLD_NS (another collector run, hours later): such a hole describes nothing
+        dt = np.zeros(len(ts))
+        dt[1:] = np.diff(ts).astype(np.float64)
+        held = dt <= MAX_HOLD_NS  # the first sample: dt 0
+        dt_held = np.where(held, dt, 0.0)
+        integral = np.cumsum(v * dt_held)  # I(ts_k)
+        covered = np.cumsum(dt_held)  # the time described up to ts_k
         a0, b0 = a_all[sel], b_all[sel]
         a, b = np.maximum(a0, ts[0]), np.minimum(b0, ts[-1])
-        ok = (b0 > a0) & (b > a) & ((b - a) * 2 >= b0 - a0)
-        sel, a, b = sel[ok], a[ok], b[ok]
+        ok = (b0 > a0) & (b > a)
+        sel, a, b, a0, b0 = sel[ok], a[ok], b[ok], a0[ok], b0[ok]
         if not len(sel):
             continue
         ia, ib = np.searchsorted(ts, a), np.searchsorted(ts, b)
-        at_a = integral[ia] - v[ia] * (ts[ia] - a)
-        at_b = integral[ib] - v[ib] * (ts[ib] - b)
+        at_a = integral[ia] - np.where(held[ia], v[ia] * (ts[ia] - a), 0.0)
+        at_b = integral[ib] - np.where(held[ib], v[ib] * (ts[ib] - b), 0.0)
+        c_a = covered[ia] - np.where(held[ia], ts[ia] - a, 0)
+        c_b = covered[ib] - np.where(held[ib], ts[ib] - b, 0)
+        # a section less than half described gets no value (absent, not zero)
+        ok = (c_b > c_a) & ((c_b - c_a) * 2 >= b0 - a0)
+        sel, at_a, at_b, span = sel[ok], at_a[ok], at_b[ok], (c_b - c_a)[ok]
+        if not len(sel):
+            continue
         col = out.setdefault(metric, np.full(n, np.nan))
-        col[sel] = np.fmax(col[sel], (at_b - at_a) / (b - a))
+        col[sel] = np.fmax(col[sel], (at_b - at_a) / span)
         if metric == GPU_UTIL and gpus_of:
             mine = per_gpu.setdefault((host, key.device), np.full(n, np.nan))
-            mine[sel] = (at_b - at_a) / (b - a)
+            mine[sel] = (at_b - at_a) / span
     if gpus_of and GPU_UTIL in out:
         pids = np.asarray(pids)
         for (host, pid), devices in gpus_of.items():

@@ -19,7 +19,7 @@ from typing import Any, Iterable, NamedTuple, Optional
 
 import numpy as np
 
-from .counters import METRICS
+from .counters import MAX_HOLD_NS, METRICS
 from .critical_path import _descend_flat, _over_roots, unique_spans
 from .evidence import (BASES, CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES,
                        MEASURED_BASIS, SELF_TIME_STAGES, UNTRACED_BASIS, Facts, classify)
@@ -250,7 +250,7 @@ def section_means_sql(store: Any, hosts: Any, start: Any, end: Any,
     out: dict = {}
     if not n or not len(np.flatnonzero(np.not_equal(np.asarray(hosts, dtype=object), None))):
         return out
-    ids, names, means = store.section_counter_means(hosts, start, end, metrics)
+    ids, names, means = store.section_counter_means(hosts, start, end, metrics, MAX_HOLD_NS)
     for m in sorted(set(names.tolist())):
         col = np.full(n, np.nan)
         pick = names == m

@@ -201,10 +201,11 @@ class Store:
                                              {"gpu_util": mn.HW_GPU_UTILIZATION})]
 
     def section_counter_means(self, hosts: Any, start: Any, end: Any,
-                              metrics: Iterable[str]) -> tuple:
+                              metrics: Iterable[str], max_hold_ns: int) -> tuple:
         """The reference join of counters to sections in SQL (store/sql/section_counters.sql):
         (section index, metric, mean) arrays for every section with a host and every series
-        of ``metrics`` on it. (The analysis runs the same arithmetic in numpy.)"""
+        of ``metrics`` on it; a sample describes at most ``max_hold_ns`` before it. (The
+        analysis runs the same arithmetic in numpy.)"""
         import numpy as np
 
         hosts = np.asarray(hosts, dtype=object)
@@ -214,7 +215,8 @@ class Store:
                                        "b": np.asarray(end, dtype=np.int64)[keep]})
         try:
             got = self.con.execute(sql("section_counters.sql").format(
-                metrics=", ".join(_quote(m) for m in metrics))).fetchnumpy()
+                metrics=", ".join(_quote(m) for m in metrics),
+                max_hold=int(max_hold_ns))).fetchnumpy()
         finally:
             self.con.unregister("sections")
         return (np.asarray(got["sec_id"], dtype=np.int64),
