@@ -73,8 +73,8 @@ THREAD_BUSY = 0.05  # on-CPU share from which its own thread computed
 WORKERS_BUSY = 0.5  # CPU of threads without spans per second of its own time ...
 WORKERS_CALLER = 0.2  # ... while its own thread computed at least this share (it called them)
 GIL_BLOCKS = 2  # blocked at least this often ...
-GIL_BLOCK_NS = 10_000_000  # ... for at most this long on average (two 5 ms switch intervals)
-GIL_OTHERS = 0.8  # ... while the other threads computed at least this share of that waiting
+GIL_BLOCK_NS = 5_000_000  # ... for at most this long on average (Python's switch interval)
+GIL_OTHERS = 0.5  # ... while the other threads computed at least this share of that waiting
 MIN_MOVE_NS = 1_000_000  # the last two judge no less waiting than this
 
 # confidences
@@ -474,16 +474,16 @@ def classify(f: Any, threads: Any = None) -> Classified:
         (left * dur >= MIN_MOVE_NS)
     workers_run = np.where(workers, left, 0.0)
     left = left - workers_run
-    # 4. it blocked often and briefly (no longer than two of Python's switch intervals on
-    #    average) while its process's other threads computed nearly all that time (80 %): it
-    #    was waiting for the interpreter lock, as long as they held it
+    # 4. it blocked often and briefly (no longer than Python's switch interval on average: a
+    #    thread waiting for the lock gets it within one) while its process's other threads
+    #    computed at least half that time: it was waiting for the interpreter lock (held by
+    #    them the rest of the time too: on a busy host the holder often waits for a CPU)
     left_ns = left * dur
     # (a span that took major faults blocked on its page-ins: counters.py weighs those)
     gil = measured & unnamed & (faults <= 0) & (vcsw >= GIL_BLOCKS) & \
         (left_ns <= GIL_BLOCK_NS * np.maximum(vcsw, 1.0)) & (other >= GIL_OTHERS * left_ns) & \
         (left_ns >= MIN_MOVE_NS)
-    # no more than the others computed: they cannot have held the lock longer
-    gil_run = np.where(gil, np.minimum(left, other / dur), 0.0)
+    gil_run = np.where(gil, left, 0.0)
     left = left - gil_run
     shares[:, _K[CPU]] += kids_run + thread_run + workers_run + gil_run
     rows = np.flatnonzero(left > 1e-9)
