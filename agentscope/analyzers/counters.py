@@ -184,7 +184,8 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
            orchestration: "np.ndarray | None" = None,
            length_ns: "np.ndarray | None" = None,
            model_s: "np.ndarray | None" = None, faults: "np.ndarray | None" = None,
-           thread_busy: "np.ndarray | None" = None) -> tuple:
+           thread_busy: "np.ndarray | None" = None,
+           children_timed: "np.ndarray | None" = None) -> tuple:
     """Section shares and confidences changed by the counters ``ev`` (see the module
     docstring); returns (shares, confidence, notes), notes an object array of str or None.
     ``server_local``: the inference's server is on this host (``server.address``); the GPU
@@ -193,7 +194,9 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     switches of the child processes each span waited for, their CPU per second of the span).
     ``orchestration``: the section is a task's or agent's own time; ``length_ns``: its length;
     ``model_s``: the model time its server reported (0: none); ``faults``: the major faults
-    its span took itself (net of its children)."""
+    its span took itself (net of its children); ``thread_busy``: the on-CPU share of its
+    span's own thread (None: the section's cpu share stands in); ``children_timed``: the time
+    its child processes waited runnable was measured (None: nowhere)."""
     n = len(shares)
     shares = shares.copy()
     confidence = confidence.copy()
@@ -211,11 +214,17 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
         over = np.where((cores > 0) & (runq > cores), (runq - cores) / runq, 0.0)
         over = np.where(np.isnan(runq) | np.isnan(cores), np.nan, over)
     contention = np.fmax(psi, over)  # NaN only where both are unknown
-    runnable = (ivcsw > vcsw) | ((child_cpu > 0) & (np.nan_to_num(tree) >= CONTENTION))
+    # child processes whose time runnable was measured (schedstat) were judged by the span's
+    # own rule already (evidence.classify): the counters do not guess it again
+    untimed = np.ones(n, dtype=bool) if children_timed is None else \
+        ~np.asarray(children_timed, dtype=bool)
+    runnable = (ivcsw > vcsw) | ((child_cpu > 0) & untimed &
+                                 (np.nan_to_num(tree) >= CONTENTION))
     kids_runnable = np.zeros(n, dtype=bool)
     if children is not None:
         kid_ivcsw, kid_vcsw, kid_busy = (np.asarray(a) for a in children)
-        kids_runnable = (kid_busy >= CHILDREN_BUSY) & (kid_ivcsw > kid_vcsw) & ~runnable
+        kids_runnable = (kid_busy >= CHILDREN_BUSY) & (kid_ivcsw > kid_vcsw) & ~runnable & \
+            untimed
         runnable = runnable | kids_runnable
     waiting = shares[:, io_k]
     move = np.where(runnable & (np.nan_to_num(contention) >= CONTENTION),

@@ -197,7 +197,8 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
         children=(col(inp.child_ivcsw), col(inp.child_vcsw), col(inp.child_cpu_ns) / span_ns),
         orchestration=orchestration, length_ns=end - start, model_s=col(inp.model_s, 0.0),
         faults=col(inp.own_faults, 0.0),
-        thread_busy=np.maximum(col(inp.thread_cpu, 0), 0) / span_ns)
+        thread_busy=np.maximum(col(inp.thread_cpu, 0), 0) / span_ns,
+        children_timed=(col(inp.child_run_delay, -1.0) >= 0) & (col(inp.child_cpu_ns) > 0))
 
 
 def _pick(values: Any, row: Any, is_gap: Any, gap_value: Any) -> Any:
