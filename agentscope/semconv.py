@@ -28,6 +28,9 @@ CHILD_VCSW = "agentscope.children.ctx_switches.voluntary"
 # how long those child processes waited runnable for a CPU (the kernel's schedstat, read when
 # each had exited and before it was reaped): their contention, in time
 CHILD_RUN_DELAY = "agentscope.children.run_delay_ns"
+# ... and how much CPU they used themselves (schedstat), without the descendants they waited
+# for (which wait4's figures include): how much of the children's CPU that time covers
+CHILD_OWN_CPU = "agentscope.children.own_cpu_ns"
 # CPU time of the span's process's *other* threads while the span ran (process CPU clock less
 # its own thread's), recorded where at least OTHER_CPU_MIN_NS: library worker threads (BLAS,
 # a pool inside a library) computing for it, or other threads holding Python's interpreter lock

@@ -70,6 +70,10 @@ def test_span_that_waited_for_a_cpu_bound_subprocess_shows_the_childs_cpu(trace_
     vcsw = tool.attrs["agentscope.children.ctx_switches.voluntary"]
     assert ivcsw >= 0 and vcsw > 0  # it blocked at least reading its own files
     assert task.attrs["agentscope.children.ctx_switches.voluntary"] == vcsw
+    # and, from the kernel's schedstat before it was reaped, its time runnable and its own CPU
+    assert tool.attrs["agentscope.children.run_delay_ns"] >= 0
+    own = tool.attrs["agentscope.children.own_cpu_ns"]
+    assert 0.3e9 <= own <= tool.child_cpu_ns * 1.05 + 20e6, (own, tool.child_cpu_ns)
 
 
 def test_concurrent_subprocesses_are_credited_to_their_own_spans(trace_dir):

@@ -200,3 +200,14 @@ def test_the_sampler_measures_a_held_loop_and_who_held_it(tmp_path, spanned):
         in answer.evidence[0], answer.evidence
     # the task that held the loop is not anybody's victim
     assert "delayed by its event loop" not in " ".join(tasks["index-docs"].evidence)
+
+
+def test_measured_child_waits_cover_only_children_that_did_the_computing():
+    """schedstat times the child a span reaped, not the descendants that child waited for:
+    a compiler driver whose cc1 did the work is not covered, and the counters may still
+    judge its contention."""
+    from agentscope.analyzers.counters import children_timed
+
+    got = children_timed(run_delay=[0.1e9, 0.1e9, 0.1e9, -1.0], own_cpu=[0.5e9, 0.01e9, 0.3e9, -1],
+                         child_cpu=[0.5e9, 0.5e9, 0.5e9, 0.5e9])
+    assert got.tolist() == [True, False, True, False]

@@ -65,6 +65,7 @@ MAX_HOLD_NS = 60_000_000_000
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
 GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL waits
 
+TIMED_SHARE = 0.5  # of the children's CPU their own, from which their measured waits cover them
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
 MEMORY_PRESSURE = 0.05
 GPU_BUSY, GPU_IDLE = 0.5, 0.1
@@ -176,6 +177,16 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
             out[GPU_UTIL][sel] = known
             out.setdefault(GPU_OF_PROCESS, np.zeros(n))[sel] = 1.0
     return out
+
+
+def children_timed(run_delay: Any, own_cpu: Any, child_cpu: Any) -> np.ndarray:
+    """Per span: whether the time its child processes waited runnable was measured for most
+    of their CPU (schedstat, ``run_delay`` >= 0): the children themselves used at least
+    TIMED_SHARE of it (schedstat covers them, not the descendants they waited for, such as a
+    compiler driver's ``cc1``)."""
+    run_delay, own_cpu, child_cpu = (np.asarray(x, dtype=np.float64)
+                                     for x in (run_delay, own_cpu, child_cpu))
+    return (run_delay >= 0) & (child_cpu > 0) & (own_cpu >= TIMED_SHARE * child_cpu)
 
 
 def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.ndarray,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._gc import gc_paused
-from .counters import adjust, section_means
+from .counters import adjust, children_timed, section_means
 from .critical_path import walk_many
 from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS,
                        SELF_TIME_STAGES, UNTRACED_BASIS, classify)
@@ -198,7 +198,8 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
         orchestration=orchestration, length_ns=end - start, model_s=col(inp.model_s, 0.0),
         faults=col(inp.own_faults, 0.0),
         thread_busy=np.maximum(col(inp.thread_cpu, 0), 0) / span_ns,
-        children_timed=(col(inp.child_run_delay, -1.0) >= 0) & (col(inp.child_cpu_ns) > 0))
+        children_timed=children_timed(col(inp.child_run_delay, -1.0),
+                                      col(inp.child_own_cpu, -1.0), col(inp.child_cpu_ns)))
 
 
 def _pick(values: Any, row: Any, is_gap: Any, gap_value: Any) -> Any:

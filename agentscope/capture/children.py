@@ -43,14 +43,16 @@ _ENV_POSITION = 10  # Popen(args, bufsize, executable, stdin, stdout, stderr, pr
 #                           close_fds, shell, cwd, env, ...): env is the 11th positional
 
 
-def credit(node: Any, ru: Any, run_delay_ns: int = 0) -> None:
-    """Add a reaped child's usage (and the time it spent runnable, waiting for a CPU) to
-    ``node`` and its open ancestors."""
+def credit(node: Any, ru: Any, run_delay_ns: int = 0, own_cpu_ns: int = 0) -> None:
+    """Add a reaped child's usage (and, from schedstat, the time it spent runnable, waiting
+    for a CPU, and its own CPU without its descendants') to ``node`` and its open
+    ancestors."""
     cpu = round((ru.ru_utime + ru.ru_stime) * 1e6) * 1000
     majflt, ivcsw, vcsw = ru.ru_majflt, ru.ru_nivcsw, ru.ru_nvcsw
     while node is not None:
         if not node.end_ns:
             node.child_run_delay_ns += run_delay_ns
+            node.child_own_cpu_ns += own_cpu_ns
             node.child_cpu_ns += cpu
             node.children += 1
             node.child_majflt += majflt
@@ -69,40 +71,42 @@ def credit_workers(node: Any, cpu_ns: int) -> None:
             node = node.local_parent
 
 
-def _on_reaped(pid: int, ru: Any, run_delay_ns: int = 0) -> None:
+def _on_reaped(pid: int, ru: Any, sched: tuple = (0, 0)) -> None:
     with _lock:
         node = _owners.pop(pid, None)
     if node is None:
         node = current_node()
     if node is not None:
         with _lock:
-            credit(node, ru, run_delay_ns)
+            credit(node, ru, *sched)
 
 
-def _run_delay_of_exited(pid: int, options: int) -> tuple:
-    """(pid, ns it waited runnable for a CPU over its life) of the child ``pid`` (> 0) once it
-    has exited, read from the kernel's schedstat while it is a zombie, before it is reaped:
-    wait4 gives the CPU and the context switches, not that time. (0, 0) when not known."""
+def _sched_of_exited(pid: int, options: int) -> tuple:
+    """(pid, (ns it waited runnable for a CPU, ns it ran)) over the life of the child ``pid``
+    (> 0) once it has exited, read from the kernel's schedstat while it is a zombie, before it
+    is reaped: wait4 gives the CPU (its descendants' included) and the context switches, not
+    that time. (0, (0, 0)) when not known."""
     if pid <= 0:
-        return 0, 0
+        return 0, (0, 0)
     try:
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | (options & os.WNOHANG))
         if info is None:
-            return 0, 0
+            return 0, (0, 0)
         with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return pid, int(f.read().split()[1])
+            ran, waited = f.read().split()[:2]
+        return pid, (int(waited), int(ran))
     except (OSError, ValueError, IndexError, AttributeError):
-        return 0, 0
+        return 0, (0, 0)
 
 
 def _waitpid(pid: int, options: int, /):
     if not enabled:
         return _orig_waitpid(pid, options)
-    delayed, delay = _run_delay_of_exited(pid, options)
+    timed, sched = _sched_of_exited(pid, options)
     rpid, status, ru = os.wait4(pid, options)
     if rpid > 0:
         try:
-            _on_reaped(rpid, ru, delay if rpid == delayed else 0)
+            _on_reaped(rpid, ru, sched if rpid == timed else (0, 0))
         except Exception as e:  # never break the caller's wait
             log_once("reap", "agentscope: child-process accounting failed (%r)", e)
     return rpid, status

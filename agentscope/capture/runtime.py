@@ -29,8 +29,8 @@ from opentelemetry.trace import Status, StatusCode
 from .._log import log, log_once
 from ..records import SpanLink
 from ..semconv import ACCOUNTING_ATTRIBUTES as ACCOUNTING
-from ..semconv import (CHILD_IVCSW, CHILD_RUN_DELAY, CHILD_VCSW, OTHER_THREADS_CPU, SYSTEM_CPU,
-                       WORKERS_CPU)
+from ..semconv import (CHILD_IVCSW, CHILD_OWN_CPU, CHILD_RUN_DELAY, CHILD_VCSW, OTHER_THREADS_CPU,
+                       SYSTEM_CPU, WORKERS_CPU)
 from .._version import __version__
 from . import children, otelctx, propagation, sdk_bridge, state
 from .span import (RUSAGE_MIN_SPAN_NS, LeanSpan, LeanTracerProvider, native_thread_id,
@@ -275,7 +275,7 @@ class SdkHandle:
 
     __slots__ = ("span", "token", "ident", "ru0", "cpu0", "proc0", "start_ns", "child_cpu_ns",
                  "children", "child_majflt", "child_ivcsw", "child_vcsw", "workers_cpu_ns",
-                 "child_run_delay_ns", "loop_task", "loop_prev",
+                 "child_run_delay_ns", "child_own_cpu_ns", "loop_task", "loop_prev",
                  "end_ns", "local_parent", "loop")
 
     def fail(self, exc: BaseException) -> None:
@@ -312,6 +312,7 @@ class SdkHandle:
         if self.children:
             attrs[CHILD_IVCSW], attrs[CHILD_VCSW] = self.child_ivcsw, self.child_vcsw
             attrs[CHILD_RUN_DELAY] = self.child_run_delay_ns
+            attrs[CHILD_OWN_CPU] = self.child_own_cpu_ns
         if self.workers_cpu_ns:
             attrs[WORKERS_CPU] = self.workers_cpu_ns
         if self.loop:
@@ -381,7 +382,7 @@ def _begin_sdk(rt: Runtime, ctx: Any, name: str, stage: Optional[str],
     h.proc0 = time.process_time_ns()
     h.start_ns = time.time_ns()
     h.child_cpu_ns = h.children = h.child_majflt = h.child_ivcsw = h.child_vcsw = h.end_ns = 0
-    h.workers_cpu_ns = h.child_run_delay_ns = 0
+    h.workers_cpu_ns = h.child_run_delay_ns = h.child_own_cpu_ns = 0
     h.loop_task = h.loop_prev = None
     h.loop = loop
     h.local_parent = None if new_trace or parent is None else _sdk_nodes.get(id(parent))

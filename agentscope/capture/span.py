@@ -117,6 +117,7 @@ class LeanSpan(trace.Span):
     child_vcsw = 0
     workers_cpu_ns = 0
     child_run_delay_ns = 0
+    child_own_cpu_ns = 0
     loop_task: Any = None  # on a loop: its asyncio task, and that task's span before it
     loop_prev: Any = None
     _own_attrs = False
@@ -205,7 +206,8 @@ class LeanSpan(trace.Span):
         if self.children:  # rare: its child processes' context switches
             self.attrs = {**self.attrs, semconv.CHILD_IVCSW: self.child_ivcsw,
                           semconv.CHILD_VCSW: self.child_vcsw,
-                          semconv.CHILD_RUN_DELAY: self.child_run_delay_ns}
+                          semconv.CHILD_RUN_DELAY: self.child_run_delay_ns,
+                          semconv.CHILD_OWN_CPU: self.child_own_cpu_ns}
         if self.workers_cpu_ns:  # rare: jobs it handed to worker threads
             self.attrs = {**self.attrs, semconv.WORKERS_CPU: self.workers_cpu_ns}
         self.end_ns = now if end_time is None else end_time

@@ -76,6 +76,7 @@ class AnalysisInput:
     child_ivcsw: Any  # int64
     other_cpu: Any  # float64: CPU of its process's other threads while it ran (0: not recorded)
     child_run_delay: Any  # float64: its children's time runnable, waiting for a CPU (-1: none)
+    child_own_cpu: Any  # float64: their own CPU, without their descendants' (-1: none)
     workers_cpu: Any  # float64: CPU of the jobs it handed to worker threads, net of children's
     thread_cpu: Any  # int64: CPU of its thread over the whole span (-1: not measured)
     host: Optional[Any] = None  # object: only with counters

@@ -40,7 +40,8 @@ WITH raw AS (
                  '$."agentscope.children.ctx_switches.voluntary"',
                  '$."agentscope.process.other_threads_cpu_ns"',
                  '$."agentscope.workers.cpu_ns"',
-                 '$."agentscope.children.run_delay_ns"'])
+                 '$."agentscope.children.run_delay_ns"',
+                 '$."agentscope.children.own_cpu_ns"'])
         END AS a
     FROM spans
 ),
@@ -52,7 +53,7 @@ base AS (
         a[7] AS attr_thread_system_ns, a[8] AS attr_child_ivcsw, a[9] AS attr_child_vcsw,
         a[10] AS attr_other_cpu,
         coalesce(TRY_CAST(a[11] AS BIGINT), 0) AS workers_cpu_ns,
-        a[12] AS attr_child_run_delay
+        a[12] AS attr_child_run_delay, a[13] AS attr_child_own_cpu
     FROM raw
 ),
 found AS (
@@ -149,6 +150,8 @@ SELECT s.idx, s.trace_no,
     coalesce(TRY_CAST(s.attr_other_cpu AS DOUBLE), 0) AS other_cpu,
     -- how long those children waited runnable for a CPU (-1: not recorded)
     coalesce(TRY_CAST(s.attr_child_run_delay AS DOUBLE), -1) AS child_run_delay,
+    -- ... and the CPU those children used themselves (without their descendants; -1: none)
+    coalesce(TRY_CAST(s.attr_child_own_cpu AS DOUBLE), -1) AS child_own_cpu,
     greatest(s.workers_cpu_ns - coalesce(k.kid_workers, 0), 0) AS workers_cpu,
     coalesce(s.thread_cpu_ns, -1) AS thread_cpu,
     -- for the counters of the span's host: the host as its 1-based position in $hosts
