@@ -91,9 +91,11 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
 
 def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
     series = store.counter_series(METRICS)
+    trees = store.process_trees()
+    counted = series is not None or trees is not None
     with gc_paused():
-        fleet = engine.analyze(store.analysis_input(with_counters=series is not None), series,
-                               store.loop_lags() if series is not None else None)
+        fleet = engine.analyze(store.analysis_input(with_counters=counted), series,
+                               store.loop_lags() if series is not None else None, trees)
         store.save_analysis(_task_columns(fleet), _section_columns(fleet))
     gpu = gpu_summary(store.gpu_idle()) if series is not None else None
     problems = tuple(store.problems())
@@ -101,7 +103,7 @@ def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
         fleet.summary, gpu=gpu, input_problems=len(problems),
         load={"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
-    warnings = []
+    warnings = list(fleet.warnings)
     guessed = guess_warning(summary)
     if guessed:
         warnings.append(guessed)

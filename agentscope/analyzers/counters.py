@@ -65,6 +65,7 @@ MAX_HOLD_NS = 60_000_000_000
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
 GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL waits
 
+TREE_COMPUTED = 0.05  # on-CPU share (from its tree's counters) from which a span computed
 TIMED_SHARE = 0.5  # of the children's CPU their own, from which their measured waits cover them
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
 MEMORY_PRESSURE = 0.05
@@ -132,35 +133,18 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
             sel = sel[np.asarray(pids)[sel] == key.pid]
             if not len(sel):
                 continue
-        # a sample describes the time back to the previous one, unless that is longer than
-        # MAX_HOLD_NS (another collector run, hours later): such a hole describes nothing
-        dt = np.zeros(len(ts))
-        dt[1:] = np.diff(ts).astype(np.float64)
-        held = dt <= MAX_HOLD_NS  # the first sample: dt 0
-        dt_held = np.where(held, dt, 0.0)
-        integral = np.cumsum(v * dt_held)  # I(ts_k)
-        covered = np.cumsum(dt_held)  # the time described up to ts_k
         a0, b0 = a_all[sel], b_all[sel]
-        a, b = np.maximum(a0, ts[0]), np.minimum(b0, ts[-1])
-        ok = (b0 > a0) & (b > a)
-        sel, a, b, a0, b0 = sel[ok], a[ok], b[ok], a0[ok], b0[ok]
-        if not len(sel):
-            continue
-        ia, ib = np.searchsorted(ts, a), np.searchsorted(ts, b)
-        at_a = integral[ia] - np.where(held[ia], v[ia] * (ts[ia] - a), 0.0)
-        at_b = integral[ib] - np.where(held[ib], v[ib] * (ts[ib] - b), 0.0)
-        c_a = covered[ia] - np.where(held[ia], ts[ia] - a, 0)
-        c_b = covered[ib] - np.where(held[ib], ts[ib] - b, 0)
+        total, span = integrate(ts, v, a0, b0)
         # a section less than half described gets no value (absent, not zero)
-        ok = (c_b > c_a) & ((c_b - c_a) * 2 >= b0 - a0)
-        sel, at_a, at_b, span = sel[ok], at_a[ok], at_b[ok], (c_b - c_a)[ok]
+        ok = (b0 > a0) & (span > 0) & (span * 2 >= b0 - a0)
+        sel, total, span = sel[ok], total[ok], span[ok]
         if not len(sel):
             continue
         col = out.setdefault(metric, np.full(n, np.nan))
-        col[sel] = np.fmax(col[sel], (at_b - at_a) / span)
+        col[sel] = np.fmax(col[sel], total / span)
         if metric == GPU_UTIL and gpus_of:
             mine = per_gpu.setdefault((host, key.device), np.full(n, np.nan))
-            mine[sel] = (at_b - at_a) / span
+            mine[sel] = total / span
     if gpus_of and GPU_UTIL in out:
         pids = np.asarray(pids)
         for (host, pid), devices in gpus_of.items():
@@ -177,6 +161,36 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
             out[GPU_UTIL][sel] = known
             out.setdefault(GPU_OF_PROCESS, np.zeros(n))[sel] = 1.0
     return out
+
+
+def integrate(ts: Any, v: Any, a: Any, b: Any) -> tuple:
+    """The integral of one series (times ``ts``, values ``v``: a step function, each sample
+    holding its value back to the previous one) over each interval [a, b], and how much of
+    the interval the samples describe (both 0 where none): (value x ns, ns). A sample more
+    than MAX_HOLD_NS after the previous one describes no time before it (a hole between
+    collector runs). The mean over an interval is the first divided by the second."""
+    ts = np.asarray(ts, dtype=np.int64)
+    v = np.asarray(v, dtype=np.float64)
+    a0, b0 = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if not len(ts):
+        return np.zeros(len(a0)), np.zeros(len(a0))
+    # a sample describes the time back to the previous one, unless that is longer than
+    # MAX_HOLD_NS (another collector run, hours later): such a hole describes nothing
+    dt = np.zeros(len(ts))
+    dt[1:] = np.diff(ts).astype(np.float64)
+    held = dt <= MAX_HOLD_NS  # the first sample: dt 0
+    dt_held = np.where(held, dt, 0.0)
+    integral = np.cumsum(v * dt_held)  # I(ts_k)
+    covered = np.cumsum(dt_held)  # the time described up to ts_k
+    a_, b_ = np.maximum(a0, ts[0]), np.minimum(b0, ts[-1])
+    ok = b_ > a_
+    a_, b_ = np.where(ok, a_, ts[0]), np.where(ok, b_, ts[0])
+    ia, ib = np.searchsorted(ts, a_), np.searchsorted(ts, b_)
+    at_a = integral[ia] - np.where(held[ia], v[ia] * (ts[ia] - a_), 0.0)
+    at_b = integral[ib] - np.where(held[ib], v[ib] * (ts[ib] - b_), 0.0)
+    c_a = covered[ia] - np.where(held[ia], ts[ia] - a_, 0)
+    c_b = covered[ib] - np.where(held[ib], ts[ib] - b_, 0)
+    return np.where(ok, at_b - at_a, 0.0), np.where(ok, np.maximum(c_b - c_a, 0.0), 0.0)
 
 
 def children_timed(run_delay: Any, own_cpu: Any, child_cpu: Any) -> np.ndarray:
@@ -196,7 +210,8 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
            length_ns: "np.ndarray | None" = None,
            model_s: "np.ndarray | None" = None, faults: "np.ndarray | None" = None,
            thread_busy: "np.ndarray | None" = None,
-           children_timed: "np.ndarray | None" = None) -> tuple:
+           children_timed: "np.ndarray | None" = None,
+           tree_busy: "np.ndarray | None" = None) -> tuple:
     """Section shares and confidences changed by the counters ``ev`` (see the module
     docstring); returns (shares, confidence, notes), notes an object array of str or None.
     ``server_local``: the inference's server is on this host (``server.address``); the GPU
@@ -207,7 +222,9 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     ``model_s``: the model time its server reported (0: none); ``faults``: the major faults
     its span took itself (net of its children); ``thread_busy``: the on-CPU share of its
     span's own thread (None: the section's cpu share stands in); ``children_timed``: the time
-    its child processes waited runnable was measured (None: nowhere)."""
+    its child processes waited runnable was measured (None: nowhere); ``tree_busy``: for a
+    span judged by its process tree's counters, the on-CPU share its part of them gave it
+    (its tree's threads waiting for a CPU meanwhile were its own, where it computed)."""
     n = len(shares)
     shares = shares.copy()
     confidence = confidence.copy()
@@ -231,6 +248,9 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
         ~np.asarray(children_timed, dtype=bool)
     runnable = (ivcsw > vcsw) | ((child_cpu > 0) & untimed &
                                  (np.nan_to_num(tree) >= CONTENTION))
+    if tree_busy is not None:  # it computed in its tree while the tree's threads waited
+        runnable = runnable | ((np.asarray(tree_busy, dtype=np.float64) >= TREE_COMPUTED) &
+                               (np.nan_to_num(tree) >= CONTENTION))
     kids_runnable = np.zeros(n, dtype=bool)
     if children is not None:
         kid_ivcsw, kid_vcsw, kid_busy = (np.asarray(a) for a in children)

@@ -5,8 +5,10 @@ any) to a :class:`~agentscope.analyzers.results.Fleet`, for a million spans at a
 
 1. walk every trace's critical path (:func:`~.critical_path.walk_many`) into flat section
    arrays (task, span row, start, end);
-2. classify every span at once (:func:`~.evidence.classify`), and give each section its span's
-   class shares (a gap between root spans: untraced waiting);
+2. classify every span at once (:func:`~.evidence.classify`; spans without accounting of their
+   own judged by the CPU of the sampled process tree that emitted them, where it is known:
+   :func:`~.process_share.process_share`), and give each section its span's class shares (a
+   gap between root spans: untraced waiting);
 3. where there are counters, their means over each section (:func:`~.counters.section_means`)
    change the shares (:func:`~.counters.adjust`);
 4. sum section lengths times shares per task with ``np.bincount``; the verdict, confidence
@@ -24,8 +26,10 @@ import numpy as np
 from .._gc import gc_paused
 from .counters import adjust, children_timed, section_means
 from .critical_path import walk_many
-from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS,
+from .evidence import (BY_PROCESS, BY_PROCESS_SHARED, BY_PROCESS_SHORT, CLASSES, GAP_CLASS,
+                       GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS, PROCESS_ALONE,
                        SELF_TIME_STAGES, UNTRACED_BASIS, classify)
+from .process_share import ProcessShare, process_share
 from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
                       TaskResult)
 from .threads import thread_facts
@@ -36,16 +40,17 @@ _GAP = CLASSES.index(GAP_CLASS)
 _GAP_SHARES = [GAP_SHARES.get(c, 0.0) for c in CLASSES]
 
 
-def analyze(inp: Any, counters: Any = None, lags: Any = None) -> Fleet:
+def analyze(inp: Any, counters: Any = None, lags: Any = None, trees: Any = None) -> Fleet:
     """Analyse every trace of ``inp`` (an AnalysisInput); ``counters`` (the store's
     CounterSeries for the metrics :data:`~.counters.METRICS`, or None) join each section
     where ``inp`` carries the counter columns; ``lags``: the event-loop lags the in-process
-    samplers measured (the store's LoopLags, or None)."""
+    samplers measured (the store's LoopLags, or None); ``trees``: the process trees the
+    sidecars sampled (the store's ProcessTrees, or None)."""
     with gc_paused():
-        return _analyze(inp, counters, lags)
+        return _analyze(inp, counters, lags, trees)
 
 
-def _analyze(inp: Any, counters: Any, lags: Any = None) -> Fleet:
+def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fleet:
     trace_no = np.asarray(inp.trace_no)
     n = len(trace_no)
     cuts = (np.flatnonzero(np.diff(trace_no)) + 1).tolist() if n else []
@@ -58,7 +63,9 @@ def _analyze(inp: Any, counters: Any, lags: Any = None) -> Fleet:
     task_of_trace[heads] = np.arange(len(heads))
 
     # 2. every span classified; each section gets its span's shares
-    spans = classify(inp, thread_facts(inp, lags))
+    proc = process_share(inp, trees) if trees is not None and inp.with_counters else \
+        ProcessShare.none(n)
+    spans = classify(inp, thread_facts(inp, lags), proc)
     task = task_of_trace[np.asarray(w.trace, dtype=np.int64)]  # sections exist under roots
     span = np.asarray(w.span, dtype=np.int64)
     start = np.asarray(w.start, dtype=np.int64)
@@ -86,7 +93,8 @@ def _analyze(inp: Any, counters: Any, lags: Any = None) -> Fleet:
     if counters is not None and inp.with_counters and len(span):
         before = sec_shares
         sec_shares, sec_conf, notes = _with_counters(inp, counters, row, is_gap, start, end,
-                                                     sec_shares, sec_conf, sec_orch, stage)
+                                                     sec_shares, sec_conf, sec_orch, stage,
+                                                     proc, spans)
         if notes is not None:
             sec_cls = np.where(is_gap, _GAP, np.argmax(sec_shares, axis=1))
             # where the counters moved a section's time to another class, that class rests on
@@ -173,14 +181,21 @@ def _analyze(inp: Any, counters: Any, lags: Any = None) -> Fleet:
             round(measured_l[t], 4), orphans_of_trace[trace], span_ids[root],
             ReadOnlyDict(zip(CLASSES, assumed_rows[t]))))
     orphan_roots = int((orphan & (np.asarray(inp.parent_idx) < 0)).sum()) if n else 0
-    return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots))
+    return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots),
+                 proc.warnings)
 
 
 def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, end: Any,
-                   shares: Any, confidence: Any, orchestration: Any, stage: Any) -> tuple:
+                   shares: Any, confidence: Any, orchestration: Any, stage: Any,
+                   proc: Any, spans: Any) -> tuple:
     """The sections' shares and confidences changed by the counters over them, and what the
-    counters said (None: no counter covered any section)."""
-    hosts = np.asarray(inp.host, dtype=object)[row]
+    counters said (None: no counter covered any section). Spans that named no host take
+    their process tree's (``proc``); those judged by its counters (``spans.via``) keep the
+    confidence that their share of it allows."""
+    span_host = np.asarray(inp.host, dtype=object)
+    if proc is not None and np.not_equal(proc.host, None).any():
+        span_host = np.where(np.equal(span_host, None), proc.host, span_host)
+    hosts = span_host[row]
     hosts[is_gap] = None
     pids = np.where(is_gap, -1, np.asarray(inp.pid)[row])
     means = section_means(counters, hosts, start, end, pids)
@@ -191,7 +206,10 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
         return np.where(is_gap, gap, np.asarray(values)[row])
 
     span_ns = np.maximum(col(inp.end_ns) - col(inp.start_ns), 1).astype(np.float64)
-    return adjust(
+    via = col(spans.via, False) if spans.via is not None else np.zeros(len(row), dtype=bool)
+    # those judged by their tree's counters computed where their share of it did
+    tree_busy = np.where(via, col(spans.busy, 0.0), 0.0)
+    shares, confidence, notes = adjust(
         shares, confidence, means, ~is_gap & (stage[row] == "inference"), col(inp.ivcsw),
         col(inp.vcsw), col(inp.child_cpu_ns), server_local=col(inp.server_local, False),
         children=(col(inp.child_ivcsw), col(inp.child_vcsw), col(inp.child_cpu_ns) / span_ns),
@@ -199,7 +217,14 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
         faults=col(inp.own_faults, 0.0),
         thread_busy=np.maximum(col(inp.thread_cpu, 0), 0) / span_ns,
         children_timed=children_timed(col(inp.child_run_delay, -1.0),
-                                      col(inp.child_own_cpu, -1.0), col(inp.child_cpu_ns)))
+                                      col(inp.child_own_cpu, -1.0), col(inp.child_cpu_ns)),
+        tree_busy=tree_busy)
+    if via.any():
+        cap = np.where(col(proc.short, False), BY_PROCESS_SHORT,
+                       np.where(col(proc.sharers, 0.0) > PROCESS_ALONE, BY_PROCESS_SHARED,
+                                BY_PROCESS))
+        confidence = np.where(via, np.minimum(confidence, cap), confidence)
+    return shares, confidence, notes
 
 
 def _pick(values: Any, row: Any, is_gap: Any, gap_value: Any) -> Any:

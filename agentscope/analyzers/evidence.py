@@ -12,12 +12,17 @@ its *self time*. The span's stage is a hint; the verdict comes from what was mea
 * queue time reported by the server on the span (``gen_ai.latency.time_in_queue``, as vLLM
   writes it), a ``queue`` stage that waited off-CPU (``queue``);
 * server-reported prefill/decode time on an inference span (``gpu``);
-* otherwise time off-CPU is waiting on something outside (``io``); for an inference span whose
-  server is this machine and which reported no timing, accelerator work is assumed (``gpu``,
-  low confidence) until device counters say otherwise.
+* otherwise time off-CPU is waiting on something outside (``io``); an inference's waiting is
+  waiting on its model endpoint (``io``: a remote model API, ARCHITECTURE §1) unless its server
+  reported model time; device and model-server counters over the same interval can make it
+  ``gpu``, ``queue`` or ``memory`` (counters.py).
 
-Spans without resource accounting (other instrumentation, other tools' traces) are classified
-from their stage alone (:data:`STAGE_CLASS`), with low confidence, and the evidence says so.
+Spans without resource accounting of their own but joined to the sampled counters of the
+process tree that emitted them (a framework's OpenTelemetry spans under ``agentscope run``:
+process_share.py) are judged by the same rule, from the CPU of their tree that their own time
+claimed, with a lower confidence where they shared it or were short. Spans with neither are
+classified from their stage alone (:data:`STAGE_CLASS`), with low confidence, and the
+evidence says so.
 
 Every rule is written once, in :func:`classify`, over arrays of spans (a million at a time);
 the words of the evidence (:meth:`Classified.reason`) are made from the same intermediate
@@ -78,8 +83,13 @@ GIL_OTHERS = 0.5  # ... while the other threads computed at least this share of 
 MIN_MOVE_NS = 1_000_000  # the last two judge no less waiting than this
 
 # confidences
-MEASURED, ASSUMED_GPU, ON_A_LOOP, FROM_LABEL, QUEUED_ONLY = 0.8, 0.4, 0.6, 0.3, 0.9
+MEASURED, ON_A_LOOP, FROM_LABEL, QUEUED_ONLY = 0.8, 0.6, 0.3, 0.9
 FROM_COUNTS = 0.7  # most of its waiting judged from context-switch counts and CPU clocks
+# judged from its process tree's counters (process_share.py): alone in its tree; sharing its
+# time with other spans of the tree (its part estimated); its own time under a few samples
+BY_PROCESS, BY_PROCESS_SHARED, BY_PROCESS_SHORT = 0.7, 0.5, 0.3
+PROCESS_ALONE = 1.05  # mean number of spans sharing its own time (itself included): alone
+PROCESS_SHORT = 3  # own time shorter than this many sampling intervals of its tree: short
 
 UNTRACED_CONFIDENCE = 0.0
 UNTRACED_REASON = ("no resource accounting, and no stage that says what it did: untraced time "
@@ -138,6 +148,7 @@ class SpanFacts(NamedTuple):
     child_vcsw: int = 0
     other_cpu: float = 0.0  # CPU of its process's other threads while it ran (0: none)
     child_run_delay: float = -1.0  # its children's time runnable, waiting for a CPU (-1: none)
+    endpoint: Optional[str] = None  # an inference's model endpoint (host:port)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +174,7 @@ class Facts:
     child_vcsw: Any = None
     other_cpu: Any = None
     child_run_delay: Any = None
+    endpoint: Any = None
 
     @classmethod
     def of(cls, spans: Sequence[SpanFacts]) -> "Facts":
@@ -182,7 +194,7 @@ class Facts:
                    *(col(lambda s, k=k: getattr(s, k) or 0, np.float64) for k in (
                        "ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu")),
                    col(lambda s: -1.0 if s.child_run_delay is None else s.child_run_delay,
-                       np.float64))
+                       np.float64), col(lambda s: s.endpoint, object))
 
 
 WORDS_SHARE = 0.005  # what a span-only rule moved is said where at least this share of the span
@@ -273,6 +285,10 @@ class Classified:
     rest: Any  # share of the span not queued at the server (nor its loop held by others)
     basis: Any  # what its class rests on: a position in BASES
     why: Any = None  # _Why: what the span-only rules moved from its waiting to cpu, and why
+    # judged from its process tree's counters (process_share.py): the ProcessShare, and
+    # which spans
+    proc: Any = None
+    via: Any = None
 
     def __len__(self) -> int:
         return len(self.cls)
@@ -281,6 +297,30 @@ class Classified:
         """Span ``i``'s classification, with its words."""
         shares = {c: float(v) for c, v in zip(CLASSES, self.shares[i]) if v}
         return Verdict(shares, float(self.confidence[i]), self.reason(i), CLASSES[self.cls[i]])
+
+    def _process_words(self, rows: Any) -> list:
+        """Per row, what its process tree's counters said of its own time (None: judged by
+        its own accounting, or not measured)."""
+        if self.via is None or not np.any(self.via[rows]):
+            return [None] * len(rows)
+        p = self.proc
+        out = []
+        for i in rows.tolist():
+            if not self.via[i]:
+                out.append(None)
+                continue
+            words = (f"no accounting of its own: its process tree (pid {int(p.root[i])}) used "
+                     f"{p.cpu_ns[i] / 1e9:.3g} s of CPU in its own time "
+                     f"({self.busy[i]:.0%} of a core)")
+            if p.sharers[i] > PROCESS_ALONE:
+                words += (f", shared with the other spans of its tree open meanwhile "
+                          f"({p.sharers[i]:.1f} on average, itself included): its part "
+                          "estimated from when each ran without the others")
+            if p.short[i]:
+                words += (f" (its own time {p.own_ns[i] / 1e9:.3g} s spans fewer than "
+                          f"{PROCESS_SHORT} samples of its tree: low confidence)")
+            out.append(words)
+        return out
 
     def reason(self, i: int) -> str:
         """The evidence of span ``i``, in words."""
@@ -294,6 +334,10 @@ class Classified:
             f.queue_s, self.queued, self.measured, f.stage_code, self.wait_cls, f.loop,
             self.busy, self.paging_ns, f.own_faults, f.child_cpu_ns, self.waiting,
             self.fault_wait, self.waited, self.rest, f.model_s)]
+        endpoint = getattr(f, "endpoint", None)
+        cols.append([None] * len(rows) if endpoint is None else
+                    np.asarray(endpoint, dtype=object)[rows].tolist())
+        cols.append(self._process_words(rows))
         out = [_words(*row) for row in zip(*cols)]
         if self.why is None:
             return out
@@ -310,7 +354,8 @@ class Classified:
 
 def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: int, loop: bool,
            busy: float, paging_ns: float, faults: float, child_ns: float, waiting: float,
-           fault_wait: float, waited: float, rest: float, model_s: float) -> str:
+           fault_wait: float, waited: float, rest: float, model_s: float,
+           endpoint: Optional[str] = None, process: Optional[str] = None) -> str:
     """One span's evidence in words, from the figures :func:`classify` decided by."""
     notes = []
     if queue_s:
@@ -323,11 +368,19 @@ def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: in
             notes.append(UNTRACED_REASON.replace("the span's own time", "the span's own "
                                                  f"time{stage}"))
             return ", ".join(notes)
+        if code == _INFERENCE_CODE and CLASSES[wait_cls] == IO:
+            where = f"the model endpoint {endpoint}" if endpoint else "its model endpoint"
+            notes.append(f"no resource accounting on this span; waiting on {where} assumed "
+                         "from its stage 'inference' (no server timing or counters)")
+            return ", ".join(notes)
         notes.append(f"no resource accounting on this span; {CLASSES[wait_cls]} assumed from "
                      f"its stage '{_STAGES[code - 1]}'")
         return ", ".join(notes)
-    scope = " (event loop, shared with other tasks)" if loop else ""
-    notes.append(f"on-CPU {busy:.0%}{scope}")
+    if process is not None:
+        notes.append(process)
+    else:
+        scope = " (event loop, shared with other tasks)" if loop else ""
+        notes.append(f"on-CPU {busy:.0%}{scope}")
     if paging_ns > 0:
         notes.append(f"of which {paging_ns / 1e9:.3g} s in the kernel handling {int(faults)} "
                      "major page faults (paging in)")
@@ -337,11 +390,12 @@ def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: in
         if fault_wait > 0:
             notes.append(f"{int(faults)} major page faults")
         if waited > 1e-9 and waiting >= SAID * rest:
-            notes.append(_wait_words(wait_cls, code, model_s))
+            notes.append(_wait_words(wait_cls, code, model_s, endpoint, process is not None))
     return ", ".join(notes)
 
 
-def _wait_words(wait_cls: int, code: int, model_s: float) -> str:
+def _wait_words(wait_cls: int, code: int, model_s: float, endpoint: Optional[str] = None,
+                by_process: bool = False) -> str:
     """What a span's waiting was, in words: the class :func:`classify` gave it, and for an
     inference which of its rules did."""
     cls = CLASSES[wait_cls]
@@ -350,19 +404,24 @@ def _wait_words(wait_cls: int, code: int, model_s: float) -> str:
     if cls == MEMORY:
         return "moving its working set (memory stage), off-CPU"
     if cls == GPU:
-        if model_s:
-            return f"server-reported model time {model_s:.3g} s"
-        return "waiting on a local model server (no device counters: accelerator assumed)"
+        return f"server-reported model time {model_s:.3g} s"
     if code == _INFERENCE_CODE:
+        if endpoint:
+            return (f"off-CPU: waiting on the model endpoint {endpoint} (no server timing, "
+                    "GPU or model-server counters)")
         return ("off-CPU: waiting on something outside its thread (no model server named on "
                 "the span)")
+    if by_process:
+        return "its process tree idle otherwise: waiting on something outside it"
     return OFF_CPU_UNEXPLAINED
 
 
-def classify(f: Any, threads: Any = None) -> Classified:
+def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
     """Classify every span of ``f`` (a :class:`Facts`, or any object with its fields as
     arrays, such as an AnalysisInput) at once; ``threads``: what the other threads of each
-    span's process did meanwhile (:func:`~.threads.thread_facts`; None: nothing known)."""
+    span's process did meanwhile (:func:`~.threads.thread_facts`; None: nothing known);
+    ``proc``: the CPU of their process trees that spans without accounting of their own
+    claimed (:func:`~.process_share.process_share`; None: none)."""
     from .threads import ThreadFacts
 
     n = len(f.start_ns)
@@ -377,6 +436,12 @@ def classify(f: Any, threads: Any = None) -> Classified:
     model_s = np.asarray(f.model_s, dtype=np.float64)
     own_cpu = np.asarray(f.own_cpu, dtype=np.float64)
     own_wall = np.asarray(f.own_wall, dtype=np.float64)
+    # no accounting of its own, but its tree's CPU over its own time: judged as measured
+    via = np.zeros(n, dtype=bool) if proc is None else \
+        (own_cpu < 0) & (np.asarray(proc.cpu_ns, dtype=np.float64) >= 0)
+    if via.any():
+        own_cpu = np.where(via, proc.cpu_ns, own_cpu)
+        own_wall = np.where(via, proc.own_ns, own_wall)
     faults = np.asarray(f.own_faults, dtype=np.float64)
     sys_cpu = np.asarray(f.sys_cpu, dtype=np.float64)
     loop = np.asarray(f.loop, dtype=bool)
@@ -385,8 +450,9 @@ def classify(f: Any, threads: Any = None) -> Classified:
         zeros if getattr(f, k, None) is None else np.asarray(getattr(f, k), dtype=np.float64)
         for k in ("ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu"))
     child_cpu = np.asarray(f.child_cpu_ns, dtype=np.float64)
-    # an inference waits on a GPU where its server reported model time or runs on this host
-    inference_gpu = (model_s > 0) | np.asarray(f.server_local, dtype=bool)
+    # an inference waits on a GPU where its server reported model time; otherwise on its
+    # model endpoint (io), unless counters say more (counters.adjust)
+    inference_gpu = model_s > 0
 
     # server-reported queueing: the first part of the span was spent waiting
     shares = np.zeros((n, len(CLASSES)))
@@ -490,26 +556,28 @@ def classify(f: Any, threads: Any = None) -> Classified:
     np.add.at(shares, (rows, wait_cls[rows]), left[rows])
 
     confidence = np.full(n, MEASURED)
-    gpu_wait = measured & is_inference & inference_gpu & (left > 1e-9)
-    confidence[gpu_wait & ~(model_s > 0)] = ASSUMED_GPU  # no timing: the accelerator assumed
     confidence = np.where(loop & measured & (shares[:, _K[CPU]] > 0.5) & (blk <= 0),
                           np.minimum(confidence, ON_A_LOOP), confidence)
     inferred = (kids_run + thread_run + workers_run + gil_run) > 0.5 * waited
     confidence = np.where(measured & inferred & (waited > 0.5), np.minimum(
         confidence, FROM_COUNTS), confidence)
+    if via.any():  # judged from its tree's counters: less sure, the less it had to itself
+        confidence = np.where(via, np.minimum(confidence, BY_PROCESS), confidence)
+        confidence = np.where(via & (np.asarray(proc.sharers) > PROCESS_ALONE),
+                              np.minimum(confidence, BY_PROCESS_SHARED), confidence)
+        confidence = np.where(via & np.asarray(proc.short, dtype=bool),
+                              np.minimum(confidence, BY_PROCESS_SHORT), confidence)
     confidence[unmeasured] = FROM_LABEL
     untraced = unmeasured & (guess == _K[UNTRACED])
     confidence[untraced] = UNTRACED_CONFIDENCE
     confidence[queued] = QUEUED_ONLY
-    # measured: accounting, or the server's own timings; an accelerator only assumed (an
-    # inference waiting on a local server, no timing): its class rests on the label
-    assumed = gpu_wait & ~(model_s > 0)
-    basis = np.where((measured & ~assumed) | queued | (model_s > 0), MEASURED_BASIS,
+    # measured: accounting (its own, or its process tree's), or the server's own timings
+    basis = np.where(measured | queued | (model_s > 0), MEASURED_BASIS,
                      np.where(untraced, UNTRACED_BASIS, LABEL_BASIS))
     why = _Why(blk, blocked_ns, np.asarray(tf.blocker), tf.blocker_label, kids_run, kid_iv,
                kid_v, thread_run, ivcsw, vcsw, workers_run, unowned, gil_run, other, run_delay)
     return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
-                      paging, fault_wait, waiting, left, wait_cls, rest, basis, why)
+                      paging, fault_wait, waiting, left, wait_cls, rest, basis, why, proc, via)
 
 
 def classify_one(span: Optional[SpanFacts]) -> Verdict:

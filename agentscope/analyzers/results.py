@@ -275,3 +275,4 @@ class Fleet:
     tasks: tuple
     sections: Sections
     summary: Summary
+    warnings: tuple = ()  # what the analysis could not do, in words (e.g. spans not joined)

@@ -21,7 +21,9 @@ And for the whole tree (``pid`` = the root), every round:
   children's).
 
 Every round reads one file per thread: ``schedstat`` (its on-CPU and run-queue time in ns,
-exact at any rate); each process's ``stat`` (RSS, faults, the CPU of the children it reaped,
+exact at any rate), and stats each process's ``task`` directory (its link count says whether
+threads came or went: a new thread is read from the round it appeared in); each process's
+``stat`` (RSS, faults, the CPU of the children it reaped,
 pid reuse) once a second. The files stay open and are re-read with ``pread``; the tree is
 walked again at most every ``discover_interval_s`` and whenever a member has gone. A child
 that lived and died between two walks: its CPU is seen (through its parent's ``cutime``), its
@@ -187,6 +189,17 @@ class ProcessTree(SplitSource):
         unseen = ()
         if now_ns - self._last_discover >= self.discover_interval_ns:
             unseen = self._discover(now_ns)
+        else:
+            # a thread started since the last read is read from this round on: its CPU is
+            # then counted in the interval it used it, not lumped into a later one (its task
+            # directory has a link per thread, and two more; one stat() a member)
+            for m in list(self.members.values()):
+                try:
+                    count = os.stat(f"{self.root}/{m.pid}/task").st_nlink - 2
+                except OSError:
+                    continue
+                if count != len(m.threads):
+                    self._list_threads(m)
         stat_round = self._last_stat is None or now_ns - self._last_stat >= self.stat_interval_ns
         if stat_round:
             self._last_stat = now_ns

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -106,9 +109,18 @@ def run_command(command: Sequence[str], trace_dir: str, options: SamplerOptions,
     env["AGENTSCOPE_TRACE_DIR"] = os.path.abspath(trace_dir)
     # sampled here, once; an instrumented program only probes its own interpreter lock
     env["AGENTSCOPE_COLLECT"] = "gil"
+    # spans of other instrumentation (an OpenTelemetry SDK) join the sampled process tree by
+    # their resource's host.name and process.pid: see identity_environment
+    env.update(identity_environment(env))
     os.makedirs(trace_dir, exist_ok=True)
+    problem = _cannot_execute(command[0], env.get("PATH"))
+    if problem is not None:
+        say(f"agentscope run: cannot start {command[0]}: {problem[1]}")
+        return problem[0]
     try:
-        child = subprocess.Popen(command, env=env)
+        # through `sh -c '... exec "$@"'`: the shell learns its own pid ($$), puts it in
+        # OTEL_RESOURCE_ATTRIBUTES and becomes the program (exec keeps the pid)
+        child = subprocess.Popen([_SH, "-c", _WITH_PID, "agentscope-run", *command], env=env)
     except OSError as e:
         say(f"agentscope run: cannot start {command[0]}: {e.strerror or e}")
         return 127 if isinstance(e, FileNotFoundError) else 126
@@ -137,6 +149,42 @@ def run_command(command: Sequence[str], trace_dir: str, options: SamplerOptions,
     finally:
         restore(previous)
     return code if code >= 0 else 128 - code
+
+
+_SH = "/bin/sh"
+# the program's pid, appended to its resource attributes (a later key wins in OpenTelemetry
+# SDKs, so a pid the user wrote there is corrected: it would not be the program's)
+_WITH_PID = ('OTEL_RESOURCE_ATTRIBUTES="${OTEL_RESOURCE_ATTRIBUTES:+$OTEL_RESOURCE_ATTRIBUTES,}'
+             'process.pid=$$"; export OTEL_RESOURCE_ATTRIBUTES; exec "$@"')
+
+
+def identity_environment(env: dict) -> dict:
+    """What ``agentscope run`` adds to its program's environment so that spans an
+    OpenTelemetry SDK exports from it can be joined to the counters sampled of its process
+    tree (docs/identity.md): ``host.name`` in ``OTEL_RESOURCE_ATTRIBUTES``, as the sampler
+    names the host, unless the user set one (the pid is added at start, by the shell that
+    becomes the program)."""
+    current = env.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    keys = {part.split("=", 1)[0].strip() for part in current.split(",") if "=" in part}
+    if "host.name" in keys:
+        return {}
+    host = urllib.parse.quote(socket.gethostname(), safe="")
+    return {"OTEL_RESOURCE_ATTRIBUTES": ",".join(p for p in (current.strip(),
+                                                            f"host.name={host}") if p)}
+
+
+def _cannot_execute(program: str, path: "str | None") -> "tuple | None":
+    """(exit code, why) where ``program`` cannot be started as a shell would say (127: not
+    found, 126: not executable); None where it can."""
+    if "/" in program:
+        if not os.path.exists(program):
+            return 127, "No such file or directory"
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            return 126, "Permission denied"
+        return None
+    if shutil.which(program, path=path) is None:
+        return 127, "No such file or directory (not found on PATH)"
+    return None
 
 
 def _alive(pid: int) -> bool:

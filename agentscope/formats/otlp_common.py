@@ -107,8 +107,21 @@ def record(*, trace_id: str, span_id: str, parent_span_id: Optional[str], name: 
         trace_id, span_id, parent_span_id, name, None if stage is None else str(stage), kind,
         start_ns, end_ns, status, status_message or None,
         None if service is None else str(service), None if host is None else str(host),
-        None if isinstance(pid, bool) else _integer(pid, 31), *cols,
+        _pid(pid), *cols,
         attrs, events, links)
+
+
+def _pid(value: Any) -> Optional[int]:
+    """A resource's ``process.pid``: an int, or a decimal string (what OTEL_RESOURCE_ATTRIBUTES
+    gives an SDK); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.isdigit() or not value.isascii():
+            return None
+        value = int(value)
+    return _integer(value, 31)
 
 
 def _integer(value: Any, bits: int) -> Optional[int]:

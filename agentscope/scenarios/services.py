@@ -10,6 +10,9 @@
   that may really have spent its time queued. It writes its own truth (slot wait, compute).
 * ``lock-db PATH SECONDS``: holds an exclusive lock on a SQLite database for that long, like
   a migration or a long writer: readers wait on the database.
+* ``llm-server``: a scripted OpenAI-compatible model endpoint (``/v1/chat/completions``,
+  answers after the wait its model name asks for) with the slow API's ``/wait`` beside it:
+  what the framework scenarios' real clients talk to (llm_server.py).
 
 The JSON handler and the ``get_json``/``post_json`` clients (which pass the current span's
 ``traceparent``) serve examples/local_services.py too.
@@ -223,9 +226,13 @@ def main(argv: "list[str] | None" = None) -> None:
         model_server(int(args[1]) if len(args) > 1 else 1)
     elif what == "lock-db":
         lock_db(args[1], float(args[2]))
+    elif what == "llm-server":  # the scripted OpenAI-compatible endpoint (llm_server.py)
+        from .llm_server import serve
+
+        serve()
     else:
         sys.exit("usage: python -m agentscope.scenarios.services "
-                 "slow-api | model-server [SLOTS] | lock-db PATH SECONDS")
+                 "slow-api | model-server [SLOTS] | lock-db PATH SECONDS | llm-server")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from .. import metric_names as mn
 from ..errors import QueryError, StoreError, TraceFormatError
 from .loading import LoadReport, Loader, sources
 from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSeries, GpuIdle,
-                     LatestSample, LoopLags, SeriesKey, SpanRow, WindowSample, sql)
+                     LatestSample, LoopLags, ProcessTrees, SeriesKey, SpanRow, WindowSample, sql)
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
 _COUNTER_COLUMNS = ("host_code",)
@@ -140,6 +140,32 @@ class Store:
                                                 None), dtype=object),
                         np.asarray(got["ts_ns"], dtype=np.int64),
                         np.asarray(got["lag_s"], dtype=np.float64))
+
+    def process_trees(self) -> Optional[ProcessTrees]:
+        """The process trees the sidecars sampled, with their members and CPU series
+        (store/sql/process_trees.sql); None when there are none."""
+        import numpy as np
+
+        params = {"tree_cpu": mn.AGENTSCOPE_TREE_CPU_UTILIZATION,
+                  "source": mn.SOURCE_PROCESS_TREE}
+        trees_sql, members_sql, values_sql = [
+            q for q in sql("process_trees.sql").split(";") if q.strip()]
+        trees = self._x(trees_sql, {"tree_cpu": params["tree_cpu"]})
+        if not trees:
+            return None
+        members: dict = {}
+        for file_id, host, pid in self._x(members_sql, params):
+            members.setdefault((file_id, host), set()).add(int(pid))
+        got = self.con.execute(values_sql, {"tree_cpu": params["tree_cpu"]}).fetchnumpy()
+        counts = np.asarray([t[5] for t in trees], dtype=np.int64)
+        return ProcessTrees(
+            tuple(t[1] for t in trees), np.asarray([t[2] for t in trees], dtype=np.int64),
+            np.asarray([t[3] for t in trees], dtype=np.int64),
+            np.asarray([t[4] for t in trees], dtype=np.int64),
+            tuple(frozenset(members.get((t[0], t[1]), set()) | {int(t[2])}) for t in trees),
+            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            np.asarray(got["ts_ns"], dtype=np.int64),
+            np.asarray(got["value"], dtype=np.float64))
 
     def analysis_input(self, with_counters: bool = False) -> AnalysisInput:
         """Every span as the analysis reads it (store/sql/analysis_input.sql), with the columns

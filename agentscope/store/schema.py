@@ -62,7 +62,10 @@ class AnalysisInput:
     child_cpu_ns: Any  # float64: CPU of the child processes it waited for
     queue_s: Any  # float64: server-reported queue time (gen_ai.latency.time_in_queue)
     model_s: Any  # float64: server-reported prefill + decode time
-    server_local: Any  # bool: server.address is this machine
+    server_local: Any  # bool: server.address (else url.full's host) is this machine
+    # object: an inference's model endpoint, server.address[:server.port] or url.full's
+    # host[:port] (None: none named, or not an inference)
+    endpoint: Any
     loop: Any  # bool: its CPU was measured on an event loop
     sys_cpu: Any  # float64: kernel CPU of its thread (recorded where it took major faults)
     lane: Any  # object
@@ -131,6 +134,25 @@ class CounterSeries:
     value: Any  # float64: their values
     no_gpu_runs: tuple  # of CollectorRun: collectors that found no NVIDIA GPU on their host
     gpus_of: dict  # {(host, pid): {device}}: the GPUs a process holds memory on (NVML)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessTrees:
+    """The process trees the sidecars sampled (``store/sql/process_trees.sql``): per tree its
+    host, root pid, first and last sample time, member pids, and its CPU series (cores, the
+    whole tree): tree ``k``'s samples are ``ts_ns[offsets[k]:offsets[k + 1]]``."""
+
+    host: tuple  # of str
+    root: Any  # int64
+    first_ns: Any  # int64
+    last_ns: Any  # int64
+    members: tuple  # of frozenset of pids (the root included)
+    offsets: Any  # int64, one more than there are trees
+    ts_ns: Any  # int64
+    value: Any  # float64: cores the tree used over the interval ending at ts_ns
+
+    def __len__(self) -> int:
+        return len(self.host)
 
 
 class GpuIdle(NamedTuple):

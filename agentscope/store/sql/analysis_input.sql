@@ -41,7 +41,8 @@ WITH raw AS (
                  '$."agentscope.process.other_threads_cpu_ns"',
                  '$."agentscope.workers.cpu_ns"',
                  '$."agentscope.children.run_delay_ns"',
-                 '$."agentscope.children.own_cpu_ns"'])
+                 '$."agentscope.children.own_cpu_ns"',
+                 '$."server.port"', '$."url.full"'])
         END AS a
     FROM spans
 ),
@@ -53,7 +54,11 @@ base AS (
         a[7] AS attr_thread_system_ns, a[8] AS attr_child_ivcsw, a[9] AS attr_child_vcsw,
         a[10] AS attr_other_cpu,
         coalesce(TRY_CAST(a[11] AS BIGINT), 0) AS workers_cpu_ns,
-        a[12] AS attr_child_run_delay, a[13] AS attr_child_own_cpu
+        a[12] AS attr_child_run_delay, a[13] AS attr_child_own_cpu,
+        a[14] AS attr_server_port,
+        -- the host (and port) of url.full, without its scheme, credentials and path
+        nullif(regexp_extract(a[15], '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?([^/?#]+)', 1),
+               '') AS attr_url_authority
     FROM raw
 ),
 found AS (
@@ -129,8 +134,13 @@ SELECT s.idx, s.trace_no,
     coalesce(TRY_CAST(s.attr_queue_s AS DOUBLE), 0) AS queue_s,
     coalesce(TRY_CAST(s.attr_prefill_s AS DOUBLE), 0)
         + coalesce(TRY_CAST(s.attr_decode_s AS DOUBLE), 0) AS model_s,
-    coalesce(s.attr_server_address IN ('localhost', '127.0.0.1', '::1', '0.0.0.0'), false)
-        AS server_local,
+    coalesce(coalesce(s.attr_server_address,
+                      regexp_extract(s.attr_url_authority, '^(\[[^\]]*\]|[^:]*)', 1))
+             IN ('localhost', '127.0.0.1', '::1', '[::1]', '0.0.0.0'), false) AS server_local,
+    -- an inference's model endpoint (server.address[:server.port], else url.full's host:port)
+    CASE WHEN s.stage = 'inference' THEN
+        coalesce(s.attr_server_address || coalesce(':' || s.attr_server_port, ''),
+                 s.attr_url_authority) END AS endpoint,
     coalesce(s.attr_cpu_scope = 'loop', false) AS loop,
     -- kernel CPU of its thread, recorded where it took major faults (most of it paging in)
     coalesce(TRY_CAST(s.attr_thread_system_ns AS DOUBLE), 0) AS sys_cpu,

@@ -10,9 +10,12 @@ ss AS (
                        lambda a: a.key = 'service.name')[1].value.stringValue AS service,
            list_filter(coalesce(rs.resource.attributes, []),
                        lambda a: a.key = 'host.name')[1].value.stringValue AS host,
-           TRY_CAST(list_filter(coalesce(rs.resource.attributes, []),
-                                lambda a: a.key = 'process.pid')[1].value.intValue AS INTEGER)
-               AS pid,
+           -- (a string where OTEL_RESOURCE_ATTRIBUTES gave it: `agentscope run` does)
+           TRY_CAST(coalesce(list_filter(coalesce(rs.resource.attributes, []),
+                                         lambda a: a.key = 'process.pid')[1].value.intValue,
+                             list_filter(coalesce(rs.resource.attributes, []),
+                                         lambda a: a.key = 'process.pid')[1].value.stringValue)
+                    AS INTEGER) AS pid,
            unnest(rs.scopeSpans) AS ss
     FROM rs
 ),
