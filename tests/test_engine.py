@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 FIELDS = ("span_id", "parent", "name", "stage", "kind", "start_ns", "end_ns", "own_cpu",
           "own_wall", "own_faults", "child_cpu_ns", "queue_s", "model_s", "server_local", "loop",
           "sys_cpu", "ivcsw", "vcsw", "child_ivcsw", "child_vcsw", "other_cpu",
-          "child_run_delay")
+          "child_run_delay", "endpoint")
 
 
 def _reference(inp):

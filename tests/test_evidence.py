@@ -27,7 +27,8 @@ def facts(**kw):
     ({"stage": "inference", "own_cpu": 0.9e9}, "cpu"),  # a model run on the CPU
     ({"stage": "inference", "own_cpu": 0.0, "queue_s": 0.8}, "queue"),
     ({"stage": "inference", "own_cpu": 0.0, "model_s": 0.9}, "gpu"),
-    ({"stage": "inference", "own_cpu": 0.0, "server_local": True}, "gpu"),
+    # a model server on this host, no timing, no counters: its endpoint, not an assumed GPU
+    ({"stage": "inference", "own_cpu": 0.0, "server_local": True}, "io"),
     ({"stage": "inference", "own_cpu": 0.0}, "io"),  # a remote model API
     ({"stage": "queue", "own_cpu": 0.0}, "queue"),
     ({"stage": "memory", "own_cpu": 0.0}, "memory"),
@@ -115,10 +116,17 @@ def test_without_accounting_the_stage_decides_and_says_so():
             assert v.cls == "untraced" and v.confidence == 0.0
             assert f"untraced time (the span's own time ({stage.value})" in v.reason
             continue
-        expected = "io" if stage is Stage.INFERENCE else cls  # a remote model API
+        expected = "io" if stage is Stage.INFERENCE else cls  # a model endpoint
         assert v.cls == expected and v.confidence == 0.3
-        assert f"{expected} assumed from its stage '{stage.value}'" in v.reason
-    assert classify_one(facts(stage="inference", own_cpu=-1.0, server_local=True)).cls == "gpu"
+        if stage is Stage.INFERENCE:
+            assert "waiting on its model endpoint assumed from its stage 'inference'" in v.reason
+        else:
+            assert f"{expected} assumed from its stage '{stage.value}'" in v.reason
+    v = classify_one(facts(stage="inference", own_cpu=-1.0, server_local=True,
+                           endpoint="localhost:8000"))
+    assert v.cls == "io" and v.confidence == 0.3
+    assert ("waiting on the model endpoint localhost:8000 assumed from its stage 'inference' "
+            "(no server timing or counters)") in v.reason
     v = classify_one(facts(stage=None, own_cpu=-1.0))
     assert v.cls == "untraced" and v.shares == {"untraced": 1.0} and v.confidence == 0.0
     # with accounting, an agent's own time is measured: on-CPU is cpu, whatever the label
@@ -152,6 +160,19 @@ def test_the_rules_and_their_words_as_they_were():
                                               and case["confidence"] == 0.9 else 0.0), case
             changed += 1
             continue
+        if f["stage"] == "inference" and f["server_local"] and not f["model_s"] \
+                and case["shares"].get("gpu", 0) > 0:
+            # since issue 22: an inference at a local server with no timing waited on its
+            # model endpoint (io), where it was assumed to wait on a GPU (confidence 0.4)
+            expected = dict(case["shares"], io=case["shares"].get("io", 0) + case["shares"]["gpu"],
+                            gpu=0.0)
+            assert np.allclose(together.shares[i], [expected.get(c, 0.0) for c in CLASSES],
+                               atol=1e-12), case
+            assert together.confidence[i] in (0.3, 0.6, 0.7, 0.8), case
+            if f["own_cpu"] is None or f["own_cpu"] >= 0:
+                assert "waiting on a local model server" not in words[i], case
+            changed += 1
+            continue
         assert np.allclose(together.shares[i], [case["shares"].get(c, 0.0) for c in CLASSES],
                            atol=1e-12), case
         assert together.confidence[i] == case["confidence"], case
@@ -160,5 +181,9 @@ def test_the_rules_and_their_words_as_they_were():
         assert words[i] == case["reason"].replace(
             "waiting on a model endpoint (remote API or untraced server)",
             "off-CPU: waiting on something outside its thread (no model server named on "
-            "the span)"), case
+            "the span)").replace(
+            # since issue 22: an inference's words name what it waited on, its endpoint
+            "io assumed from its stage 'inference'",
+            "waiting on its model endpoint assumed from its stage 'inference' (no server "
+            "timing or counters)"), case
     assert 0 < changed < len(golden["cases"]) // 2

@@ -48,6 +48,7 @@ GPU_UTIL = mn.HW_GPU_UTILIZATION
 KV_CACHE = mn.MODEL_SERVER_KV_CACHE_USAGE
 PREEMPTIONS = mn.MODEL_SERVER_PREEMPTIONS
 SERVER_WAITING = mn.MODEL_SERVER_REQUESTS_WAITING
+SERVER_RUNNING = mn.MODEL_SERVER_REQUESTS_RUNNING
 GIL_WAIT = mn.AGENTSCOPE_PYTHON_GIL_WAIT  # per process: the in-process sampler's GIL probe
 # not samples: what section_means adds beside the means. GPU_OF_PROCESS is 1 where the span's
 # GPU is known (its process holds memory on it); NO_GPU is 1 where the section's host had a
@@ -58,7 +59,7 @@ NO_GPU = "host_without_gpu"
 PER_PROCESS = (GIL_WAIT,)
 # the counters the rules below read (each one joined to every section: no more than these)
 METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, SWAP_IN, HOST_FAULTS, TREE_WAIT, GPU_UTIL,
-           KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT, TREE_FAULTS)
+           KV_CACHE, PREEMPTIONS, SERVER_WAITING, GIL_WAIT, TREE_FAULTS, SERVER_RUNNING)
 # a sample holds its value back to the previous one of its series at most this long: a longer
 # stretch is a hole between collector runs (a folder of several days' recordings)
 MAX_HOLD_NS = 60_000_000_000
@@ -379,6 +380,30 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     for i in np.flatnonzero(no_gpu).tolist():
         notes[i].append("no GPU on this host (its collector found no NVIDIA GPU): the "
                         f"waiting ({moved[i]:.0%} of the section) was not on a local GPU")
+    # 3b. no GPU counters, but the model server's own (``--model-server``, scraped by the
+    # span's host's sidecar): while it had requests running, its waiting was the model's
+    # compute, and the share of the requests that waited for a slot was queueing; a server on
+    # the span's own host, which has no GPU, computed on its CPU
+    running = get(SERVER_RUNNING)
+    served = inference & ~known & ~kv_full & ~reported & \
+        ~(np.isnan(running) & np.isnan(queued))
+    r, w = np.nan_to_num(running), np.nan_to_num(queued)
+    busy_server = served & (r + w > 0) & (shares[:, io_k] > 1e-6)
+    on_cpu = (ev.get(NO_GPU, np.zeros(n)) > 0) & here
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q_part = np.where(busy_server, shares[:, io_k] * w / np.where(r + w > 0, r + w, 1), 0.0)
+    c_part = np.where(busy_server, shares[:, io_k] - q_part, 0.0)
+    shares[:, q_k] += q_part
+    shares[:, cpu_k] += np.where(on_cpu, c_part, 0.0)
+    shares[:, gpu_k] += np.where(on_cpu, 0.0, c_part)
+    shares[:, io_k] -= q_part + c_part
+    for i in np.flatnonzero(busy_server).tolist():
+        what = ("the model's compute on the CPU (its host has no GPU)" if on_cpu[i] else
+                "the model's compute (its accelerator not measured)")
+        notes[i].append(f"model server (scraped here): {r[i]:.1f} requests running, {w[i]:.1f} "
+                        f"waiting meanwhile: its waiting was {what} ({c_part[i]:.0%} of the "
+                        f"section) and the server's queue ({q_part[i]:.0%})")
+    confidence = np.where(busy_server, np.maximum(confidence, 0.6), confidence)
     for i in np.flatnonzero(known | kv_full).tolist():
         if kv_full[i]:
             notes[i].append(f"model server KV cache {kv[i]:.0%} full, {pre[i]:.2g} "
