@@ -448,3 +448,26 @@ def test_threads_contending_for_the_gil_read_as_cpu_and_a_sleeper_as_io(tmp_path
         t = tasks[f"crunch-{k}"]
         assert t["bottleneck"] == "cpu" and t["shares"]["cpu"] >= 0.85, t["evidence"]
     assert any("interpreter lock" in tasks[f"crunch-{k}"]["evidence"][0] for k in range(4))
+
+
+def test_model_server_metrics_alone_settle_an_inferences_wait():
+    """No GPU counters, but the model server's (--model-server): an inference waiting on its
+    endpoint (io) while the server had requests running was the model's compute; the share
+    of requests that waited for a slot was its queue; a server on this host, which has no
+    GPU, computed on the CPU; an idle server says nothing."""
+    shares = _shares(*[{"io": 0.9, "cpu": 0.1}] * 4)
+    ev = _ev(4, **{"model_server.requests.running": 1.0})
+    ev["model_server.requests.waiting"] = np.array([0.0, 3.0, 0.0, 0.0])
+    ev["model_server.requests.running"][3] = 0.0
+    ev["host_without_gpu"] = np.array([0.0, 0.0, 1.0, 0.0])
+    out, conf, notes = adjust(shares, np.full(4, 0.8), ev, np.ones(4, bool), np.zeros(4),
+                              np.zeros(4), np.zeros(4), server_local=np.ones(4, bool))
+    k = {c: CLASSES.index(c) for c in CLASSES}
+    assert out[0, k["gpu"]] == pytest.approx(0.9) and out[0, k["io"]] == pytest.approx(0)
+    assert out[1, k["queue"]] == pytest.approx(0.9 * 3 / 4)
+    assert out[1, k["gpu"]] == pytest.approx(0.9 / 4)
+    assert out[2, k["cpu"]] == pytest.approx(1.0)  # its host has no GPU: computed on the CPU
+    assert "1.0 requests running, 0.0 waiting" in notes[0]
+    assert "on the CPU (its host has no GPU)" in notes[2]
+    assert out[3, k["io"]] == pytest.approx(0.9) and notes[3] is None  # the server was idle
+    assert conf[0] == 0.8
