@@ -15,7 +15,14 @@ Targets (issues 5 and 15), per load level: at loads 1 and 2, >= 95 % of tasks an
 critical-path time right; at load 4 (and above), >= 90 % and >= 85 %; at every load, recall
 >= 90 % for every class this machine produces. GPU-bound tasks are not produced without a GPU.
 
+The framework scenarios (``fw-*``: agents whose spans come from a framework's own
+OpenTelemetry instrumentation, judged by their process tree's counters; issue 22) add: every
+task that ran alone in its process right (100 %: at load 1, all but the ``-concurrent`` ones),
+>= 95 % of all their tasks right, and each task of a concurrent pair with its cpu share within
+0.20 of the truth (the share of its chain its workload timed on the CPU).
+
     python benchmarks/attribution_accuracy.py [--tasks 6] [--loads 1,2] [--keep DIR]
+    python benchmarks/attribution_accuracy.py --only 'fw-*' --tasks 4   # the framework family
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from agentscope.scenarios import GPU_MISSING, UNAVAILABLE, catalogue, describe, 
 from agentscope.scenarios.truth import scores
 
 TASKS_RIGHT, TIME_RIGHT, RECALL = 0.95, 0.90, 0.90
+FRAMEWORK, CONCURRENT = "fw-", "-concurrent"  # the framework family, its concurrent pairs
+FW_ALONE_RIGHT, FW_TASKS_RIGHT, FW_PAIR_SHARE = 1.0, 0.95, 0.20
 HEAVY_LOAD, HEAVY_TASKS_RIGHT, HEAVY_TIME_RIGHT = 4, 0.90, 0.85  # from this load on
 
 
@@ -47,12 +56,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", type=int, default=6, help="tasks per scenario and load level")
     p.add_argument("--loads", default="1,2", help="load levels, comma-separated")
-    p.add_argument("--only", default=None, help="scenarios to run, comma-separated")
+    p.add_argument("--only", default=None,
+                   help="scenarios to run, comma-separated ('fw-*': every name so starting)")
     p.add_argument("--keep", default=None, help="record into this folder and keep it")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args()
     loads = [int(x) for x in args.loads.split(",")]
-    names = args.only.split(",") if args.only else list(catalogue())
+    names = _select(args.only.split(","), list(catalogue())) if args.only else list(catalogue())
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="accuracy-",
                                                                    dir=os.getcwd()))
     # on the working directory's file system, not /tmp: the memory scenarios page from disk
@@ -114,6 +124,19 @@ def main() -> int:
             ok &= met
             print(f"  {what:<28} {value:7.1%}  (target >= {target:.0%})  "
                   f"{'met' if met else 'NOT MET'}")
+        fw = _framework_checks(root, loads, names)
+        if fw:
+            print("\nframework scenarios (spans from their own instrumentation):")
+            for what, value, target, above in fw:
+                met = value >= target if above else value <= target
+                ok &= met
+                verdict = "met" if met else "NOT MET"
+                if above:
+                    print(f"  {what:<38} {value:7.1%}  (target >= {target:.0%})  {verdict}")
+                else:
+                    print(f"  {what:<38} {value:7.3f}  (target <= {target:.2f})  {verdict}")
+            figures["framework"] = [
+                {"check": w, "value": v, "target": t, "higher_is_better": a} for w, v, t, a in fw]
         missing = [c for c in CLASSES if c not in recall]
         if missing:
             print(f"  classes with no task here: {', '.join(missing)} (not measured)")
@@ -125,6 +148,53 @@ def main() -> int:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _select(wanted: list, names: list) -> list:
+    """The scenarios named in ``wanted``; an entry ending in ``*`` names every scenario whose
+    name starts with what precedes it."""
+    out = []
+    for w in wanted:
+        got = [n for n in names if n.startswith(w[:-1])] if w.endswith("*") else [w]
+        out += [n for n in got if n not in out]
+    return out
+
+
+def _framework_checks(root: Path, loads: list, names: list) -> list:
+    """[(what, value, target, higher is better)] for the framework family (module docstring),
+    over the recordings below ``root``; [] where none was recorded."""
+    from agentscope.scenarios.truth import score
+
+    fw = [n for n in names if n.startswith(FRAMEWORK)]
+    if not fw:
+        return []
+    alone, every, gaps = [], [], []
+    for load in loads:
+        for name in fw:
+            where = root / f"load-{load}" / name
+            if not (where / "scenario.json").exists():
+                continue
+            try:
+                got = score(where)
+            except ValueError:  # not produced here: no truth
+                continue
+            for t in got.tasks:
+                every.append(t.ok)
+                if load == 1 and not name.endswith(CONCURRENT):
+                    alone.append(t.ok)
+                if name.endswith(CONCURRENT):
+                    total = sum(t.ledger.values())
+                    truth = t.ledger.get("cpu", 0.0) / total if total else 0.0
+                    gaps.append(abs(t.shares.get("cpu", 0.0) - truth))
+    out = []
+    if alone:
+        out.append(("tasks alone in their process right", sum(alone) / len(alone),
+                    FW_ALONE_RIGHT, True))
+    if every:
+        out.append(("all their tasks right", sum(every) / len(every), FW_TASKS_RIGHT, True))
+    if gaps:
+        out.append(("concurrent pair: worst cpu share gap", max(gaps), FW_PAIR_SHARE, False))
+    return out
 
 
 if __name__ == "__main__":
