@@ -20,6 +20,7 @@ reported as a failed export, logged once.
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import os
 import threading
@@ -64,6 +65,11 @@ class OTLPJsonFileExporter(SpanExporter):
     closed by :meth:`shutdown`, after which exports fail. Thread-safe."""
 
     def __init__(self, path: "str | os.PathLike[str]") -> None:
+        try:  # a configuration error, raised now rather than dropping every batch later
+            importlib.import_module("opentelemetry.exporter.otlp.proto.common.trace_encoder")
+        except ImportError as e:
+            raise ImportError(f"OTLPJsonFileExporter needs the OTLP exporters' encoder ({e}): "
+                              "pip install opentelemetry-exporter-otlp-proto-common") from e
         self.path = os.fspath(path)
         self.dropped = 0  # spans not written: the batch could not be encoded or written
         self._lock = threading.Lock()

@@ -15,7 +15,9 @@ registry.py holds what a scenario is and the registry its ``@scenario`` fills; c
 scenario runs with (its tasks and steps, timed, with their truth); work.py the CPU work the
 steps share; one module per class its workloads are bound by (cpu_bound, io_bound,
 queue_bound, memory_bound), the hard cases (hard_cases.py) and the hard attribution cases
-(attribution_cases.py: CPU time a span's own counters do not show); __main__.py runs one.
+(attribution_cases.py: CPU time a span's own counters do not show), agents on real
+frameworks traced by the frameworks' own instrumentation (framework_cases.py, with
+framework_agents.py and framework_telemetry.py); __main__.py runs one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .registry import SCENARIOS, Scenario, Unavailable, scenario
 # importing a module registers its scenarios: this order is the catalogue's, not to be sorted
 # isort: off
 from . import cpu_bound, io_bound, queue_bound, memory_bound, hard_cases  # noqa: F401
-from . import attribution_cases  # noqa: F401
+from . import attribution_cases, framework_cases  # noqa: F401
 # isort: on
 
 __all__ = ["SCENARIOS", "Ctx", "Scenario", "Unavailable", "scenario"]

@@ -9,11 +9,12 @@ it ends.
 outside the agent's process tree, as a collector would be).
 
 The instrumentations make the spans, so the truth is taken as they end (:class:`Truth`, a
-span processor): a model call waited on the model endpoint (``io``: a remote server with
-no GPU here); a tool span's own time is its tool's class; the agent's own spans
-(``invoke_agent``, OpenInference ``AGENT``/``CHAIN``) are the framework's Python between the
-calls (``cpu``). A task's root span is bound to the task the workload is running in that
-context (:data:`CURRENT`), for its task truth.
+span processor): a model call waited on the model endpoint as long as the workload scripted
+it (``io``: a remote server with no GPU here), the rest of it is the client's Python
+(``cpu``); a tool span likewise, or its tool's class where it computes; the agent's own
+spans (``invoke_agent``, OpenInference ``AGENT``/``CHAIN``) are the framework's Python
+between the calls (``cpu``). A task's root span is bound to the task the workload is running
+in that context (:data:`CURRENT`), for its task truth (see :meth:`TaskRun.ledger`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from opentelemetry.sdk.trace import SpanProcessor
+
+from ..llm_server import latency_of
 from ..truth import Recorder
 
 EXPORT_ENV = "AGENTSCOPE_SCENARIO_EXPORT"
@@ -40,25 +44,27 @@ OTLP_FILE = "otlp-{pid}.jsonl"
 
 @dataclasses.dataclass
 class TaskRun:
-    """One task as the workload times it: its root span (bound as it starts) and the
-    seconds its chain spent waiting on the model and in its tool (the workload's own
-    stopwatch)."""
+    """One task as the workload arranged and timed it: its root span (bound as it starts),
+    the waits it scripted (the model endpoint's per call, the tool's on its HTTP API per
+    call: 0 for a tool that computes), and its model and tool calls (counted and timed on
+    the workload's own stopwatch)."""
 
     name: str
-    tool_truth: str
+    model_wait_s: float
+    tool_wait_s: float
     root: Any = None
+    model_calls: int = 0
+    tool_calls: int = 0
     model_s: float = 0.0
     tool_s: float = 0.0
 
     def ledger(self, total_s: float) -> dict:
-        """Seconds per class on the task's chain: model waits, the tool, the rest the
-        agent's own Python (``cpu``)."""
-        ledger = {"io": self.model_s}
-        ledger[self.tool_truth] = ledger.get(self.tool_truth, 0.0) + self.tool_s
-        rest = total_s - self.model_s - self.tool_s
-        if rest > 0:
-            ledger["cpu"] = ledger.get("cpu", 0.0) + rest
-        return ledger
+        """Seconds per class on the task's chain (its steps run one after the other): the
+        scripted waits on the endpoint and the HTTP API are ``io``; the rest of the task
+        (the tool's computing, the agent's Python, and their waits for a core or for the
+        interpreter lock) is ``cpu``."""
+        io = self.model_calls * self.model_wait_s + self.tool_calls * self.tool_wait_s
+        return {"io": io, "cpu": max(0.0, total_s - io)}
 
 
 # the task the workload is running in this context (a thread, or an asyncio task of it)
@@ -68,47 +74,56 @@ CURRENT: "contextvars.ContextVar[Optional[TaskRun]]" = contextvars.ContextVar(
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "embeddings"}
 
 
-def span_truth(span: Any, tool_truth: dict) -> Optional[str]:
-    """The class of ``span``'s own time, from what the workload arranged: a model call
-    waited on the endpoint (``io``); a tool span took its tool's class (``tool_truth``:
-    {tool name: class}; None for a tool it does not know); any other span is the agent's
-    own Python (``cpu``)."""
+def span_truth(span: Any, tools: dict) -> "str | dict | None":
+    """What ``span``'s own time was spent on, from what the workload arranged (``tools``:
+    {tool name: (class, seconds each call waits on an HTTP API)}):
+
+    * a model call: the endpoint's scripted wait (its model name says it) is ``io``, the
+      rest of the span (the client's Python, its waits for a core or the interpreter lock)
+      ``cpu``;
+    * a tool: its wait on the HTTP API likewise, or its class where it computes; None for
+      a tool the workload does not know;
+    * any other span (the agent, its turns) is the framework's Python: ``cpu``."""
     attrs = span.attributes or {}
     operation = attrs.get("gen_ai.operation.name")
     kind = attrs.get("openinference.span.kind")
     if operation in LLM_OPERATIONS or kind in ("LLM", "EMBEDDING"):
-        return "io"
-    if operation == "execute_tool":
-        return tool_truth.get(attrs.get("gen_ai.tool.name"))
-    if kind == "TOOL":
-        return tool_truth.get(span.name)
+        model = attrs.get("gen_ai.request.model") or attrs.get("llm.model_name") or ""
+        return _waited(span, latency_of(str(model)))
+    if operation == "execute_tool" or kind == "TOOL":
+        name = attrs.get("gen_ai.tool.name") if operation == "execute_tool" else span.name
+        if name not in tools:
+            return None
+        truth, wait_s = tools[name]
+        return _waited(span, wait_s) if wait_s > 0 else truth
     return "cpu"
 
 
-class Truth:
-    """A span processor (the SDK's ``SpanProcessor`` protocol) that binds each root span
-    to the task running where it starts, and records each span's truth as it ends."""
+def _waited(span: Any, wait_s: float) -> "str | dict":
+    """A span that waited ``wait_s`` on a remote server (``io``), the rest ``cpu``."""
+    start, end = getattr(span, "start_time", None), getattr(span, "end_time", None)
+    if not wait_s or start is None or end is None or end <= start:
+        return "io"
+    seconds = (end - start) / 1e9
+    io = min(wait_s, seconds)
+    return {"io": io, "cpu": seconds - io} if seconds > io else "io"
 
-    def __init__(self, rec: Recorder, tool_truth: dict) -> None:
+
+class Truth(SpanProcessor):
+    """A span processor beside the exporter: binds each root span to the task running
+    where it starts, and records each span's truth as it ends."""
+
+    def __init__(self, rec: Recorder, tools: dict) -> None:
         self.rec = rec
-        self.tool_truth = tool_truth
+        self.tools = tools
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         run = CURRENT.get()
         if run is not None and span.parent is None and run.root is None:
             run.root = span
 
-    def _on_ending(self, span: Any) -> None:
-        pass
-
     def on_end(self, span: Any) -> None:
-        self.rec.span(span, span_truth(span, self.tool_truth))
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+        self.rec.span(span, span_truth(span, self.tools))
 
 
 def export_mode() -> str:
@@ -119,7 +134,7 @@ def export_mode() -> str:
 
 
 @contextlib.contextmanager
-def tracer_provider(service: str, rec: Recorder, tool_truth: dict,
+def tracer_provider(service: str, rec: Recorder, tools: dict,
                     trace_dir: Path) -> Iterator[Any]:
     """A TracerProvider as a user sets one up (its resource from ``OTEL_RESOURCE_ATTRIBUTES``,
     which ``agentscope run`` fills with the host and the pid), with :class:`Truth` and a
@@ -139,7 +154,7 @@ def tracer_provider(service: str, rec: Recorder, tool_truth: dict,
 
             exporter = OTLPJsonFileExporter(trace_dir / OTLP_FILE.format(pid=os.getpid()))
         provider = TracerProvider(resource=Resource.create({"service.name": service}))
-        provider.add_span_processor(Truth(rec, tool_truth))
+        provider.add_span_processor(Truth(rec, tools))
         provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
         try:
             yield provider
@@ -164,13 +179,15 @@ def detached(command: list, stderr: Any = subprocess.DEVNULL) -> tuple:
     via = subprocess.Popen([sys.executable, "-c", _DETACH, *command], stdout=subprocess.PIPE,
                            stderr=stderr, stdin=subprocess.DEVNULL, text=True)
     line = via.stdout.readline() if via.stdout else ""
+    if via.stdout:
+        via.stdout.close()
     via.wait(30)
     if not line.strip().isdigit():
         raise RuntimeError(f"could not start {command[0]} outside the agent's tree")
     return int(line), via
 
 
-_URL = re.compile(r"receiving OTLP traces on (http://\S+)")
+_URL = re.compile(r"receiving OTLP traces on (http://[^\s,]+)")
 
 
 @contextlib.contextmanager
