@@ -722,3 +722,50 @@ def test_a_later_init_without_collect_starts_no_probe(tmp_path, monkeypatch):
     agentscope.shutdown()
     assert not list((tmp_path / "b").glob("samples-*-gil.jsonl"))
     assert not list((tmp_path / "b").glob("samples-*-collector.jsonl"))
+
+
+def test_a_thread_gone_before_its_snapshots_are_parsed_keeps_its_cpu():
+    """The sampler takes a snapshot each round and parses them in a batch about once a
+    second. A thread that computed and ended between two batches is forgotten by the
+    snapshot that finds it gone; the snapshots taken while it ran still count its CPU (they
+    were dropped before: a framework's tool thread, computing 1.5 s and ending, left its tree
+    at zero CPU for its last half second)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys, threading, time
+        def burn():
+            end = time.thread_time() + 0.5
+            while time.thread_time() < end:
+                pass
+        time.sleep(0.2)
+        for _ in range(2):  # a thread computes, ends; another does
+            t = threading.Thread(target=burn)
+            t.start()
+            t.join()
+        time.sleep(0.5)
+        """)
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        src = ProcessTree(child.pid)
+        snaps = []
+        deadline = time.monotonic() + 10
+        while child.poll() is None and time.monotonic() < deadline:
+            now = time.time_ns()
+            snaps.append((now, src.snapshot(now)))
+            time.sleep(0.05)
+        used = 0.0
+        last = None
+        for now, snap in snaps:  # one batch, in order, after the threads are gone
+            for r in src.parse(now, snap):
+                if r.metric == "agentscope.tree.cpu.utilization":
+                    used += r.value * (now - last) / 1e9
+            last = now
+    finally:
+        child.kill()
+        child.wait()
+    # 1 s of the threads' CPU (and the interpreter's start), at most one round of each
+    # thread's last CPU unseen
+    assert 0.85 <= used <= 1.6, used

@@ -56,7 +56,8 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class _Member:
-    __slots__ = ("pid", "stat", "threads", "children", "last", "start", "ppid", "own_ns",
+    __slots__ = ("pid", "stat", "threads", "children", "last", "retired", "start", "ppid",
+                 "own_ns",
                  "wait_ns", "slices", "reaped_ns", "reaped_seen_ns", "rss", "faults", "mark",
                  "nthreads", "seen_ns", "raw")
 
@@ -67,6 +68,10 @@ class _Member:
         self.nthreads = 0  # from stat; a change means the thread list must be read again
         self.seen_ns = 0  # when a walk of the tree last reached it
         self.last: dict = {}  # tid -> (run ns, wait ns, slices) at the last read
+        # tid -> when it was forgotten (its thread gone): snapshots taken before then still
+        # hold its readings, and are parsed later (in a batch), so its last reading is kept
+        # until they are
+        self.retired: dict = {}
         self.raw: dict = {}  # tid -> the schedstat line it was read from
         self.ppid = 0
         self.own_ns = self.wait_ns = self.slices = 0  # counted since we found it
@@ -107,6 +112,7 @@ class ProcessTree(SplitSource):
         self._last_sample_ns: Optional[int] = None
         self._credit: dict = {}  # parent pid -> CPU ticks of its gone children already counted
         self._layout: Optional[tuple] = None  # what a snapshot reads; None: to be made again
+        self._stale: set = set()  # pids of members one of whose threads could not be read
         if self._add(self.root_pid) is None:
             raise SourceUnavailable(f"process tree: no process {self.root_pid} "
                                     f"(or {root}/{self.root_pid} is not readable)")
@@ -156,7 +162,7 @@ class ProcessTree(SplitSource):
                 continue
             m.seen_ns = now_ns
             if m.nthreads != len(m.threads) or not m.threads:
-                self._list_threads(m)
+                self._list_threads(m, now_ns)
             for tid, cf in list(m.children.items()):
                 try:
                     queue.extend(int(c) for c in cf.read().split())
@@ -164,7 +170,7 @@ class ProcessTree(SplitSource):
                     m.children.pop(tid).close()
         return [p for p in self.members if p not in seen]
 
-    def _list_threads(self, m: _Member) -> None:
+    def _list_threads(self, m: _Member, now_ns: int) -> None:
         self._layout = None
         try:
             tids = {int(t) for t in os.listdir(f"{self.root}/{m.pid}/task")}
@@ -177,9 +183,9 @@ class ProcessTree(SplitSource):
                     m.threads[tid] = ProcFile(f"{base}/{tid}/schedstat", 256)
                     m.children[tid] = ProcFile(f"{base}/{tid}/children", 4096)
                 except OSError:
-                    self._forget_thread(m, tid)
+                    self._forget_thread(m, tid, now_ns)
         for tid in [t for t in m.threads if t not in tids]:
-            self._forget_thread(m, tid)
+            self._forget_thread(m, tid, now_ns)
         m.nthreads = len(m.threads)
 
     # ---- sampling ---------------------------------------------------------------------------
@@ -189,17 +195,23 @@ class ProcessTree(SplitSource):
         unseen = ()
         if now_ns - self._last_discover >= self.discover_interval_ns:
             unseen = self._discover(now_ns)
+            stale, self._stale = self._stale, set()
+            for pid in stale:
+                if pid in self.members:
+                    self._list_threads(self.members[pid], now_ns)
         else:
             # a thread started since the last read is read from this round on: its CPU is
             # then counted in the interval it used it, not lumped into a later one (its task
-            # directory has a link per thread, and two more; one stat() a member)
+            # directory has a link per thread, and two more; one stat() a member); so is one
+            # that replaced a thread whose read failed last round (the count alone stays)
+            stale, self._stale = self._stale, set()
             for m in list(self.members.values()):
                 try:
                     count = os.stat(f"{self.root}/{m.pid}/task").st_nlink - 2
                 except OSError:
                     continue
-                if count != len(m.threads):
-                    self._list_threads(m)
+                if count != len(m.threads) or m.pid in stale:
+                    self._list_threads(m, now_ns)
         stat_round = self._last_stat is None or now_ns - self._last_stat >= self.stat_interval_ns
         if stat_round:
             self._last_stat = now_ns
@@ -223,6 +235,11 @@ class ProcessTree(SplitSource):
                     data.append(pread(fd, 256, 0))
                 except OSError:
                     data.append(None)
+            k = 0
+            for m, tids in layout[0]:  # their processes' threads are listed again next round
+                if None in data[k:k + len(tids)]:
+                    self._stale.add(m.pid)
+                k += len(tids)
         stats = None
         if stat_round:
             stats = []
@@ -233,12 +250,15 @@ class ProcessTree(SplitSource):
                     stats.append(b"")
         return layout[0], data, stats, stat_round, per_process, unseen
 
-    def _forget_thread(self, m: _Member, tid: int) -> None:
+    def _forget_thread(self, m: _Member, tid: int, now_ns: int) -> None:
+        """Stop reading thread ``tid`` (gone) from the snapshot at ``now_ns`` on; the readings
+        of snapshots taken before, not parsed yet, still count (its last reading is kept until
+        then)."""
         self._layout = None
         f = m.threads.pop(tid, None)
         if f is not None:
             f.close()
-        m.last.pop(tid, None)
+        m.retired[tid] = min(now_ns, m.retired.get(tid, now_ns))
         m.raw.pop(tid, None)
         f = m.children.pop(tid, None)
         if f is not None:
@@ -264,11 +284,12 @@ class ProcessTree(SplitSource):
                     fields = text.split()
                     run, wait, sl = int(fields[0]), int(fields[1]), int(fields[2])
                 except (AttributeError, IndexError, ValueError):  # None or empty: gone
-                    self._forget_thread(m, tid)
+                    self._forget_thread(m, tid, now_ns)
                     continue
-                if tid not in m.threads:  # forgotten by an earlier snapshot's parse
-                    continue
-                raw[tid] = text
+                if tid not in m.threads and not now_ns < m.retired.get(tid, now_ns):
+                    continue  # forgotten before this snapshot was taken
+                if tid in m.threads:
+                    raw[tid] = text
                 prev = m.last.get(tid)
                 m.last[tid] = (run, wait, sl)
                 if prev is None:  # new since the last read: all it did is new
@@ -283,6 +304,10 @@ class ProcessTree(SplitSource):
                     waited_ns += d_wait
                 if d_sl > 0:
                     m.slices += d_sl
+            if m.retired:  # the snapshots taken before they went are parsed now
+                for tid in [t for t, when in m.retired.items() if when <= now_ns]:
+                    del m.retired[tid]
+                    m.last.pop(tid, None)
             if not m.threads:
                 gone.append(m.pid)
         # 2. members that went, or left the tree (unless a later walk found them again),
