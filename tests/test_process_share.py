@@ -58,6 +58,7 @@ def _input(spans, host="h", pid=100):
         host=np.asarray([host] * n, dtype=object),
         service=np.asarray([r["service"] if r["parent"] < 0 else None for r in rows],
                            dtype=object),
+        name=np.asarray([f"span{i}" for i in range(n)], dtype=object),
         stage_code=np.full(n, 6), queue_s=np.zeros(n), model_s=np.zeros(n),
         own_faults=np.zeros(n), child_cpu_ns=np.zeros(n), server_local=np.zeros(n, bool),
         loop=np.zeros(n, bool), sys_cpu=np.zeros(n), endpoint=np.full(n, None, object))
@@ -198,3 +199,47 @@ def test_nothing_joins_without_trees():
     v = classify(inp, proc=p).verdict(0)
     assert v.confidence == 0.3 and "no resource accounting on this span" in v.reason
     assert CLASSES[classify(inp).cls[0]] == v.cls
+
+
+def test_two_spans_computing_in_one_process_wait_for_its_cpu():
+    """Two tasks computing Python at once in one process share one interpreter lock: the
+    tree ran at one core, half for each. Neither waited on anything outside: each one's
+    waiting was for its process's CPU, and the words say so."""
+    inp = _input([(0, -1, 0.0, 3.0), (1, -1, 0.0, 3.0)])
+    p = process_share(inp, _trees(_tree(_on((0.0, 3.0)))))
+    c = classify(inp, proc=p)
+    for i in (0, 1):
+        v = c.verdict(i)
+        assert v.cls == "cpu" and v.shares["cpu"] == pytest.approx(1.0, abs=0.02), v
+        assert "its waiting was for its process's CPU" in v.reason
+        assert v.confidence == BY_PROCESS_SHARED
+
+
+def test_spans_of_one_name_are_told_apart_across_tasks():
+    """Tasks in pairs, a computing task beside a waiting one, always overlapping by one
+    other span: one by one the overlaps cannot say which of two spans computed, but the
+    same tool meets different partners across tasks, and its name ties them."""
+    spans, windows = [], []
+    t, trace = 0.0, 0
+    for k in range(6):  # pairs, shifted: compute (2 s) beside wait (1.5 s), then a chat
+        a = t
+        spans.append((trace, -1, a, a + 2.0))
+        spans.append((trace, len(spans) - 1, a, a + 2.0))
+        windows.append((a, a + 2.0))
+        trace += 1
+        spans.append((trace, -1, a + 0.2, a + 2.3))
+        spans.append((trace, len(spans) - 1, a + 0.2, a + 1.7))
+        spans.append((trace, len(spans) - 2, a + 1.7, a + 2.3))
+        trace += 1
+        t += 2.5
+    inp = _input(spans)
+    names = ["agent", "compute", "agent", "wait", "chat"] * 6
+    inp.name = np.asarray(names, dtype=object)
+    p = process_share(inp, _trees(_tree(lambda x: 0.6 * any(a <= x < b for a, b in windows),
+                                        end_s=20.0)))
+    c = classify(inp, proc=p)
+    got = {}
+    for i, name in enumerate(names):
+        if name in ("compute", "wait"):
+            got.setdefault(name, set()).add(c.verdict(i).cls)
+    assert got == {"compute": {"cpu"}, "wait": {"io"}}, got

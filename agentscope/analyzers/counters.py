@@ -34,7 +34,8 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import metric_names as mn
-from .evidence import CHILDREN_BUSY, CLASSES, CPU, GPU, IO, MAJOR_FAULT_NS, MEMORY, QUEUE
+from .evidence import (CHILDREN_BUSY, CLASSES, CPU, GPU, IO, MAJOR_FAULT_NS, MEMORY,
+                       PROCESS_COMPUTED, QUEUE)
 
 CORES = mn.SYSTEM_CPU_LOGICAL_COUNT
 RUN_QUEUE = mn.SYSTEM_CPU_RUN_QUEUE
@@ -66,7 +67,6 @@ MAX_HOLD_NS = 60_000_000_000
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
 GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL waits
 
-TREE_COMPUTED = 0.05  # on-CPU share (from its tree's counters) from which a span computed
 TIMED_SHARE = 0.5  # of the children's CPU their own, from which their measured waits cover them
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
 MEMORY_PRESSURE = 0.05
@@ -250,7 +250,7 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     runnable = (ivcsw > vcsw) | ((child_cpu > 0) & untimed &
                                  (np.nan_to_num(tree) >= CONTENTION))
     if tree_busy is not None:  # it computed in its tree while the tree's threads waited
-        runnable = runnable | ((np.asarray(tree_busy, dtype=np.float64) >= TREE_COMPUTED) &
+        runnable = runnable | ((np.asarray(tree_busy, dtype=np.float64) >= PROCESS_COMPUTED) &
                                (np.nan_to_num(tree) >= CONTENTION))
     kids_runnable = np.zeros(n, dtype=bool)
     if children is not None:

@@ -90,6 +90,9 @@ FROM_COUNTS = 0.7  # most of its waiting judged from context-switch counts and C
 BY_PROCESS, BY_PROCESS_SHARED, BY_PROCESS_SHORT = 0.7, 0.5, 0.3
 PROCESS_ALONE = 1.05  # mean number of spans sharing its own time (itself included): alone
 PROCESS_SHORT = 3  # own time shorter than this many sampling intervals of its tree: short
+# on-CPU share (from its part of its tree's CPU) from which such a span computed: below it,
+# the part is within what an estimate among overlapping spans can be off by
+PROCESS_COMPUTED = 0.3
 
 UNTRACED_CONFIDENCE = 0.0
 UNTRACED_REASON = ("no resource accounting, and no stage that says what it did: untraced time "
@@ -289,6 +292,7 @@ class Classified:
     # which spans
     proc: Any = None
     via: Any = None
+    proc_run: Any = None  # share moved to cpu: its process computing for others meanwhile
 
     def __len__(self) -> int:
         return len(self.cls)
@@ -319,6 +323,11 @@ class Classified:
             if p.short[i]:
                 words += (f" (its own time {p.own_ns[i] / 1e9:.3g} s spans fewer than "
                           f"{PROCESS_SHORT} samples of its tree: low confidence)")
+            if self.proc_run is not None and self.proc_run[i] >= WORDS_SHARE:
+                words += (f"; its tree computed for the other spans open meanwhile too "
+                          f"({p.tree_cores[i]:.2g} cores in all): its waiting was for its "
+                          "process's CPU (Python's interpreter lock, or a core; "
+                          f"{self.proc_run[i]:.0%} of the span)")
             out.append(words)
         return out
 
@@ -551,7 +560,16 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
         (left_ns >= MIN_MOVE_NS)
     gil_run = np.where(gil, left, 0.0)
     left = left - gil_run
-    shares[:, _K[CPU]] += kids_run + thread_run + workers_run + gil_run
+    # 5. judged by its tree's counters, it computed while its tree computed as much again for
+    #    the other spans open in it: its waiting was for its process's CPU (two tasks
+    #    computing Python in one process share one interpreter lock), not outside
+    proc_run = np.zeros(n)
+    if via.any():
+        others = np.asarray(proc.tree_cores, dtype=np.float64) - busy
+        shared = via & unnamed & (busy >= PROCESS_COMPUTED) & (others >= PROCESS_COMPUTED)
+        proc_run = np.where(shared, left, 0.0)
+        left = left - proc_run
+    shares[:, _K[CPU]] += kids_run + thread_run + workers_run + gil_run + proc_run
     rows = np.flatnonzero(left > 1e-9)
     np.add.at(shares, (rows, wait_cls[rows]), left[rows])
 
@@ -577,7 +595,8 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
     why = _Why(blk, blocked_ns, np.asarray(tf.blocker), tf.blocker_label, kids_run, kid_iv,
                kid_v, thread_run, ivcsw, vcsw, workers_run, unowned, gil_run, other, run_delay)
     return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
-                      paging, fault_wait, waiting, left, wait_cls, rest, basis, why, proc, via)
+                      paging, fault_wait, waiting, left, wait_cls, rest, basis, why, proc, via,
+                      proc_run)
 
 
 def classify_one(span: Optional[SpanFacts]) -> Verdict:

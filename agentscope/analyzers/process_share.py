@@ -36,11 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from .counters import integrate
+from .counters import MAX_HOLD_NS
 from .evidence import PROCESS_SHORT as SHORT_INTERVALS
 
 FIT_ROUNDS = 400  # EM rounds at most ...
 FIT_TOLERANCE = 1e-4  # ... until no rate moves more than this (cores)
+PRIOR = 0.05  # weight of the even split in each group's rate (a share of its exposure)
+GROUP_PRIOR = 0.2  # weight of its group's rate in each span's (a share of its exposure)
 SLACK_NS = 2_000_000_000  # a span joins a tree sampled from this long after its start
 
 
@@ -51,7 +53,8 @@ class ProcessShare:
     accounting, or no tree, or too little of its time was sampled), ``own_ns`` (its own time:
     open with no open child in its tree), ``sharers`` (mean number of spans whose own time it
     was, itself included, over its own time), ``short`` (own time under SHORT_INTERVALS
-    sampling intervals), ``host`` (its tree's host, for spans that named none; else None);
+    sampling intervals), ``host`` (its tree's host, for spans that named none; else None),
+    ``tree_cores`` (the cores its whole tree used, on average, over its own time);
     ``warnings``: what could not be joined, in words."""
 
     tree: Any
@@ -62,12 +65,13 @@ class ProcessShare:
     short: Any
     host: Any
     warnings: tuple = ()
+    tree_cores: Any = None
 
     @classmethod
     def none(cls, n: int) -> "ProcessShare":
         return cls(np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
                    np.full(n, -1.0), np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool),
-                   np.full(n, None, dtype=object))
+                   np.full(n, None, dtype=object), (), np.zeros(n))
 
     @property
     def estimated(self) -> Any:
@@ -94,6 +98,7 @@ def process_share(inp: Any, trees: Any) -> ProcessShare:
     root = np.where(tree >= 0, trees.root[np.maximum(tree, 0)], -1)
     cpu, own, sharers, short = out.cpu_ns.copy(), out.own_ns.copy(), out.sharers.copy(), \
         out.short.copy()
+    cores = np.zeros(n)
     for k in np.unique(tree[joined]).tolist():
         rows = joined[tree[joined] == k]
         claim = rows[own_cpu[rows] < 0]
@@ -103,9 +108,9 @@ def process_share(inp: Any, trees: Any) -> ProcessShare:
         got = _share(inp, rows, own_cpu, trees.ts_ns[lo:hi], trees.value[lo:hi])
         if got is None:
             continue
-        r, c, o, m, s = got
-        cpu[r], own[r], sharers[r], short[r] = c, o, m, s
-    return ProcessShare(tree, root, cpu, own, sharers, short, host, warnings)
+        r, c, o, m, s, t = got
+        cpu[r], own[r], sharers[r], short[r], cores[r] = c, o, m, s, t
+    return ProcessShare(tree, root, cpu, own, sharers, short, host, warnings, cores)
 
 
 def _join(inp: Any, trees: Any) -> tuple:
@@ -246,36 +251,138 @@ def _share(inp: Any, rows: Any, own_cpu: Any, ts: Any, value: Any) -> "tuple | N
         return None
     a = np.asarray(iv_a, dtype=np.int64)
     b = np.asarray(iv_b, dtype=np.int64)
-    length = (b - a).astype(np.float64)
-    total, covered = integrate(ts, value, a, b)
-    sampled = (covered * 2 >= length) & (covered > 0)
-    # the CPU of each stretch, over its whole length, less what accounted spans used
-    cpu = np.where(sampled, np.maximum(total / np.maximum(covered, 1.0) * length
-                                       - np.asarray(iv_fixed) * length, 0.0), 0.0)
     pk = np.asarray(pair_k, dtype=np.int64)
     pi = np.asarray(pair_i, dtype=np.int64)
-    keep = sampled[pk]
-    own_all = np.bincount(pi, length[pk], m)
-    pk, pi = pk[keep], pi[keep]
-    nk = len(a)
-    own = np.bincount(pi, length[pk], m)  # own time in sampled stretches
-    per_stretch = np.bincount(pk, None, nk)
-    # EM: rates w; each stretch's CPU split in proportion to the rates of its claimants
-    w = np.where(own > 0, 1.0, 0.0)
-    alloc = np.zeros(len(pk))
-    for _ in range(FIT_ROUNDS):
-        d = np.bincount(pk, w[pi], nk)
-        alloc = np.where(d[pk] > 0, cpu[pk] * w[pi] / np.where(d[pk] > 0, d[pk], 1.0),
-                         cpu[pk] / np.maximum(per_stretch[pk], 1))
-        new = np.bincount(pi, alloc, m) / np.maximum(own, 1.0)
-        done = np.max(np.abs(new - w)) < FIT_TOLERANCE
-        w = np.maximum(new, 1e-12)
-        if done:
-            break
-    claimed = np.bincount(pi, alloc, m)
-    sharers = np.bincount(pi, length[pk] * per_stretch[pk], m) / np.maximum(own, 1.0)
+    length = (b - a).astype(np.float64)
+    own_all = np.bincount(pi, length[pk], m)  # its own time, sampled or not
+    per_stretch = np.bincount(pk, None, len(a))
+    sharers = np.bincount(pi, length[pk] * per_stretch[pk], m) / np.maximum(own_all, 1.0)
+    # spans of one name in one tree (the same tool, the same model call) are alike a priori
+    names = np.asarray(inp.name, dtype=object)[rows]
+    _, group = np.unique(np.asarray([str(x) for x in names.tolist()], dtype=object),
+                         return_inverse=True)
+    got = _fit(ts, value, a, b, np.asarray(iv_fixed), pk, pi, m, group)
+    if got is None:
+        return None
+    claimed, own, cores = got
     interval = float(np.median(np.diff(ts))) if len(ts) > 1 else 0.0
     ok = claimant & (own > 0) & (own * 2 >= own_all)
     short = own_all < SHORT_INTERVALS * interval
     sel = np.flatnonzero(ok)
-    return rows[sel], claimed[sel], own[sel], sharers[sel], short[sel]
+    return rows[sel], claimed[sel], own[sel], sharers[sel], short[sel], cores[sel]
+
+
+def _fit(ts: Any, value: Any, a: Any, b: Any, fixed: Any, pk: Any, pi: Any,
+         m: int, group: Any = None) -> "tuple | None":
+    """The tree's CPU in each sampling interval shared among the spans whose own time
+    overlapped it, by the maximum a posteriori fit of constant per-span rates (module
+    docstring, 2). ``a``, ``b``: the stretches between span boundaries; ``fixed``: the rate
+    (cores) of accounted spans in each; ``(pk, pi)``: which claimant owned each stretch.
+    Returns (CPU ns each claimant claimed, its own ns in sampled intervals, the cores its
+    tree used meanwhile), or None.
+
+    The fit works on the samples as measured: each sampling interval's CPU (value x length)
+    is what is known, and each span's exposure to it is the time its own time overlapped it
+    (no finer than the samples). Time in an interval that no span owned is one more claimant
+    (the process's own background: threads without spans), so that a span does not take CPU
+    that was used while it was not there.
+
+    Two stages (empirical Bayes): first the rate of each *group* of spans (``group``: one per
+    span name in the tree: the same tool, the same model call), spans of a group tied, with a
+    weak prior toward an even split (PRIOR); then each span's own rate, starting from its
+    group's and pulled toward it (GROUP_PRIOR of its exposure). Where spans overlap in ways
+    that cannot tell them apart one by one (a computing tool always beside another task's
+    waiting one), the groups still can (across tasks, the same tool meets different
+    partners); where two spans of one name can be told apart, the data decide."""
+    ts = np.asarray(ts, dtype=np.int64)
+    value = np.asarray(value, dtype=np.float64)
+    # sampling intervals (ts[k-1], ts[k]] that describe their time (no hole between runs)
+    dt = np.diff(ts)
+    held = dt <= MAX_HOLD_NS
+    lo_s, hi_s = ts[:-1], ts[1:]
+    # the pieces: stretches cut at sample times, each in one sampling interval
+    cuts = np.unique(np.concatenate([a, b, ts[(ts > a.min()) & (ts < b.max())]]))
+    p_a, p_b = cuts[:-1], cuts[1:]
+    stretch = np.searchsorted(a, p_a, side="right") - 1
+    inside = (stretch >= 0) & (p_b <= b[np.maximum(stretch, 0)])
+    sample = np.searchsorted(hi_s, p_b, side="left")  # the interval ending at or after p_b
+    inside &= (sample < len(hi_s))
+    sample = np.minimum(sample, len(hi_s) - 1)
+    inside &= (p_a >= lo_s[sample]) & held[sample]
+    p_a, p_b, stretch, sample = p_a[inside], p_b[inside], stretch[inside], sample[inside]
+    if not len(p_a):
+        return None
+    plen = (p_b - p_a).astype(np.float64)
+    # exposures: (sampling interval, claimant) -> ns; the stretch's claimants over each piece
+    order = np.argsort(pk, kind="stable")
+    pk_sorted, pi_sorted = pk[order], pi[order]
+    first = np.searchsorted(pk_sorted, stretch, side="left")
+    count = np.searchsorted(pk_sorted, stretch, side="right") - first
+    rep = np.repeat(np.arange(len(p_a)), count)
+    idx = np.repeat(first - np.cumsum(np.concatenate([[0], count[:-1]])), count) + \
+        np.arange(count.sum())
+    e_span = pi_sorted[idx]
+    e_samp = sample[rep]
+    e_len = plen[rep]
+    nk = len(hi_s)
+    # the background claimant (index m): the part of each used interval no span owned
+    used = np.unique(sample)
+    owned = np.zeros(nk)
+    np.add.at(owned, sample, plen)  # time covered by some claimant's own time
+    span_len = (hi_s - lo_s).astype(np.float64)
+    free = np.maximum(span_len[used] - owned[used], 0.0)
+    e_span = np.concatenate([e_span, np.full(len(used), m)])
+    e_samp = np.concatenate([e_samp, used])
+    e_len = np.concatenate([e_len, free])
+    key = e_samp * (m + 1) + e_span
+    key, inv = np.unique(key, return_inverse=True)
+    exp = np.bincount(inv, e_len)
+    ek, es = key // (m + 1), key % (m + 1)
+    # what each used interval measured, less what accounted spans used in it
+    fixed_ns = np.zeros(nk)
+    np.add.at(fixed_ns, sample, fixed[stretch] * plen)
+    cpu = np.maximum(value[1:] * span_len - fixed_ns, 0.0)
+    n = m + 1
+    exposure = np.bincount(es, exp, n)
+    # the even split, per claimant: its part of each interval by exposure alone
+    by_k = np.bincount(ek, exp, nk)
+    even = np.bincount(es, cpu[ek] * exp / np.where(by_k[ek] > 0, by_k[ek], 1.0), n)
+    # stage 1: the groups' rates (the background is a group of its own)
+    grp = np.concatenate([np.asarray(group, dtype=np.int64) if group is not None else
+                          np.arange(m), [-1]])
+    _, grp = np.unique(grp, return_inverse=True)
+    ng = int(grp.max()) + 1
+    g_key, g_inv = np.unique(ek * ng + grp[es], return_inverse=True)
+    g_exp = np.bincount(g_inv, exp)
+    g_k, g_g = g_key // ng, g_key % ng
+    g_rate = _em(cpu, g_k, g_g, g_exp, nk, ng, np.bincount(grp, even, ng), PRIOR,
+                 np.bincount(grp, exposure, ng))[0]
+    # stage 2: each span's rate, from its group's and pulled toward it
+    prior = g_rate[grp] * exposure
+    _, alloc = _em(cpu, ek, es, exp, nk, n, prior, GROUP_PRIOR, exposure, start=g_rate[grp])
+    claimed = np.bincount(es, alloc, n)[:m]
+    # the cores the whole tree used while each span ran (its intervals, by its exposure)
+    cores = np.bincount(es, cpu[ek] / np.maximum(span_len[ek], 1.0) * exp, n)[:m] / \
+        np.maximum(exposure[:m], 1.0)
+    return claimed, exposure[:m], cores
+
+
+def _em(cpu: Any, k: Any, j: Any, exp: Any, nk: int, n: int, prior: Any, weight: float,
+        exposure: Any, start: Any = None) -> tuple:
+    """Rates of ``n`` claimants whose exposures ``exp`` (ns) to sampling interval ``k`` explain
+    its measured ``cpu`` (ns), as sums of constant rates: the EM fit (maximum likelihood of a
+    Poisson model, as emission tomography fits), with ``prior`` core-ns per claimant weighted
+    ``weight`` of its exposure. Returns (rates, each pair's part of its interval's CPU: they
+    sum to the interval's CPU)."""
+    w = np.maximum(prior / np.maximum(exposure, 1.0) if start is None else start, 1e-9)
+    alloc = np.zeros(len(k))
+    for _ in range(FIT_ROUNDS):
+        pred = np.bincount(k, w[j] * exp, nk)
+        alloc = cpu[k] * w[j] * exp / np.where(pred[k] > 0, pred[k], 1.0)
+        new = (np.bincount(j, alloc, n) + weight * prior) / \
+            np.maximum((1 + weight) * exposure, 1.0)
+        done = np.max(np.abs(new - w)) < FIT_TOLERANCE
+        w = np.maximum(new, 1e-9)
+        if done:
+            break
+    return w, alloc
