@@ -169,6 +169,7 @@ def _framework_checks(root: Path, loads: list, names: list) -> list:
     if not fw:
         return []
     alone, every, gaps = [], [], []
+    by_load: dict = {}
     for load in loads:
         for name in fw:
             where = root / f"load-{load}" / name
@@ -186,14 +187,15 @@ def _framework_checks(root: Path, loads: list, names: list) -> list:
                     total = sum(t.ledger.values())
                     truth = t.ledger.get("cpu", 0.0) / total if total else 0.0
                     gaps.append(abs(t.shares.get("cpu", 0.0) - truth))
+                    by_load[load] = max(by_load.get(load, 0.0), gaps[-1])
     out = []
     if alone:
         out.append(("tasks alone in their process right", sum(alone) / len(alone),
                     FW_ALONE_RIGHT, True))
     if every:
         out.append(("all their tasks right", sum(every) / len(every), FW_TASKS_RIGHT, True))
-    if gaps:
-        out.append(("concurrent pair: worst cpu share gap", max(gaps), FW_PAIR_SHARE, False))
+    for load, gap in sorted(by_load.items()):
+        out.append((f"concurrent pair, load {load}: worst cpu gap", gap, FW_PAIR_SHARE, False))
     return out
 
 
