@@ -316,6 +316,10 @@ class Classified:
             words = (f"no accounting of its own: its process tree (pid {int(p.root[i])}) used "
                      f"{p.cpu_ns[i] / 1e9:.3g} s of CPU in its own time "
                      f"({self.busy[i]:.0%} of a core)")
+            wait_ns = getattr(p, "wait_ns", None)
+            if wait_ns is not None and wait_ns[i] >= WORDS_SHARE * p.own_ns[i]:
+                words += (f" and its threads waited {wait_ns[i] / 1e9:.3g} s runnable for a "
+                          "CPU")
             if p.sharers[i] > PROCESS_ALONE:
                 words += (f", shared with the other spans of its tree open meanwhile "
                           f"({p.sharers[i]:.1f} on average, itself included): its part "
@@ -531,7 +535,14 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
     kids = measured & ~timed & (child_cpu >= CHILDREN_BUSY * dur) & (kid_iv > kid_v)
     kids_run = np.where(kids, waited * kid_iv / np.maximum(kid_iv + kid_v, 1.0),
                         np.where(timed, np.minimum(waited, np.maximum(run_delay, 0) / dur), 0.0))
-    left = waited - kids_run
+    # ... and, judged by its tree's counters, the time its tree's threads waited runnable
+    # that its part of the tree's demand claimed
+    tree_run = np.zeros(n)
+    if via.any() and getattr(proc, "wait_ns", None) is not None:
+        tree_run = np.where(via, np.minimum(waited - kids_run,
+                                            np.asarray(proc.wait_ns, dtype=np.float64) / dur),
+                            0.0)
+    left = waited - kids_run - tree_run
     # 2. its thread itself computed (not only its children) and was preempted more often than
     #    it blocked: likewise
     thread_busy = np.maximum(own_cpu - child_cpu, 0.0) / np.maximum(avail, 1.0)
@@ -569,7 +580,7 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
         shared = via & unnamed & (busy >= PROCESS_COMPUTED) & (others >= PROCESS_COMPUTED)
         proc_run = np.where(shared, left, 0.0)
         left = left - proc_run
-    shares[:, _K[CPU]] += kids_run + thread_run + workers_run + gil_run + proc_run
+    shares[:, _K[CPU]] += kids_run + tree_run + thread_run + workers_run + gil_run + proc_run
     rows = np.flatnonzero(left > 1e-9)
     np.add.at(shares, (rows, wait_cls[rows]), left[rows])
 

@@ -54,7 +54,8 @@ class ProcessShare:
     open with no open child in its tree), ``sharers`` (mean number of spans whose own time it
     was, itself included, over its own time), ``short`` (own time under SHORT_INTERVALS
     sampling intervals), ``host`` (its tree's host, for spans that named none; else None),
-    ``tree_cores`` (the cores its whole tree used, on average, over its own time);
+    ``tree_cores`` (the cores its whole tree used, on average, over its own time),
+    ``wait_ns`` (the time its tree's threads waited runnable for a CPU that it claimed);
     ``warnings``: what could not be joined, in words."""
 
     tree: Any
@@ -66,12 +67,13 @@ class ProcessShare:
     host: Any
     warnings: tuple = ()
     tree_cores: Any = None
+    wait_ns: Any = None  # its tree's threads' time runnable, waiting for a CPU, it claimed
 
     @classmethod
     def none(cls, n: int) -> "ProcessShare":
         return cls(np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
                    np.full(n, -1.0), np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool),
-                   np.full(n, None, dtype=object), (), np.zeros(n))
+                   np.full(n, None, dtype=object), (), np.zeros(n), np.zeros(n))
 
     @property
     def estimated(self) -> Any:
@@ -98,19 +100,20 @@ def process_share(inp: Any, trees: Any) -> ProcessShare:
     root = np.where(tree >= 0, trees.root[np.maximum(tree, 0)], -1)
     cpu, own, sharers, short = out.cpu_ns.copy(), out.own_ns.copy(), out.sharers.copy(), \
         out.short.copy()
-    cores = np.zeros(n)
+    cores, runnable = np.zeros(n), np.zeros(n)
     for k in np.unique(tree[joined]).tolist():
         rows = joined[tree[joined] == k]
         claim = rows[own_cpu[rows] < 0]
         if not len(claim):
             continue
         lo, hi = trees.offsets[k], trees.offsets[k + 1]
-        got = _share(inp, rows, own_cpu, trees.ts_ns[lo:hi], trees.value[lo:hi])
+        wait = trees.wait[lo:hi] if trees.wait is not None else np.zeros(hi - lo)
+        got = _share(inp, rows, own_cpu, trees.ts_ns[lo:hi], trees.value[lo:hi], wait)
         if got is None:
             continue
-        r, c, o, m, s, t = got
-        cpu[r], own[r], sharers[r], short[r], cores[r] = c, o, m, s, t
-    return ProcessShare(tree, root, cpu, own, sharers, short, host, warnings, cores)
+        r, c, o, m, s, t, w = got
+        cpu[r], own[r], sharers[r], short[r], cores[r], runnable[r] = c, o, m, s, t, w
+    return ProcessShare(tree, root, cpu, own, sharers, short, host, warnings, cores, runnable)
 
 
 def _join(inp: Any, trees: Any) -> tuple:
@@ -180,7 +183,8 @@ def _join(inp: Any, trees: Any) -> tuple:
     return tree, tuple(warnings)
 
 
-def _share(inp: Any, rows: Any, own_cpu: Any, ts: Any, value: Any) -> "tuple | None":
+def _share(inp: Any, rows: Any, own_cpu: Any, ts: Any, value: Any,
+           wait: Any) -> "tuple | None":
     """The tree's CPU shared among the spans ``rows`` of one tree (module docstring, 2):
     (claimant rows, their CPU ns, own ns, mean claimants, short) for those with enough of
     their own time sampled; None where no interval was."""
@@ -261,25 +265,32 @@ def _share(inp: Any, rows: Any, own_cpu: Any, ts: Any, value: Any) -> "tuple | N
     names = np.asarray(inp.name, dtype=object)[rows]
     _, group = np.unique(np.asarray([str(x) for x in names.tolist()], dtype=object),
                          return_inverse=True)
-    got = _fit(ts, value, a, b, np.asarray(iv_fixed), pk, pi, m, group)
+    got = _fit(ts, value, a, b, np.asarray(iv_fixed), pk, pi, m, group, wait)
     if got is None:
         return None
-    claimed, own, cores = got
+    claimed, own, cores, waited = got
     interval = float(np.median(np.diff(ts))) if len(ts) > 1 else 0.0
     ok = claimant & (own > 0) & (own * 2 >= own_all)
     short = own_all < SHORT_INTERVALS * interval
     sel = np.flatnonzero(ok)
-    return rows[sel], claimed[sel], own[sel], sharers[sel], short[sel], cores[sel]
+    return (rows[sel], claimed[sel], own[sel], sharers[sel], short[sel], cores[sel],
+            waited[sel])
 
 
 def _fit(ts: Any, value: Any, a: Any, b: Any, fixed: Any, pk: Any, pi: Any,
-         m: int, group: Any = None) -> "tuple | None":
+         m: int, group: Any = None, wait: Any = None) -> "tuple | None":
     """The tree's CPU in each sampling interval shared among the spans whose own time
     overlapped it, by the maximum a posteriori fit of constant per-span rates (module
     docstring, 2). ``a``, ``b``: the stretches between span boundaries; ``fixed``: the rate
     (cores) of accounted spans in each; ``(pk, pi)``: which claimant owned each stretch.
     Returns (CPU ns each claimant claimed, its own ns in sampled intervals, the cores its
-    tree used meanwhile), or None.
+    tree used meanwhile, the ns its tree's threads waited runnable that it claimed), or None.
+
+    What is shared is the tree's *demand* in each interval: its CPU and the time its threads
+    waited runnable for a CPU (``wait``: on a saturated host a computing span's thread waits
+    as much as it runs, and its demand, not its CPU, is what stays the same beside other
+    spans); each claimant's part of an interval's demand is split into CPU and waiting in
+    the interval's proportions.
 
     The fit works on the samples as measured: each sampling interval's CPU (value x length)
     is what is known, and each span's exposure to it is the time its own time overlapped it
@@ -341,7 +352,10 @@ def _fit(ts: Any, value: Any, a: Any, b: Any, fixed: Any, pk: Any, pi: Any,
     # what each used interval measured, less what accounted spans used in it
     fixed_ns = np.zeros(nk)
     np.add.at(fixed_ns, sample, fixed[stretch] * plen)
-    cpu = np.maximum(value[1:] * span_len - fixed_ns, 0.0)
+    cpu_only = np.maximum(value[1:] * span_len - fixed_ns, 0.0)
+    waiting = (np.asarray(wait, dtype=np.float64)[1:] * span_len if wait is not None
+               else np.zeros(nk))
+    cpu = cpu_only + waiting  # the demand each interval measured
     n = m + 1
     exposure = np.bincount(es, exp, n)
     # the even split, per claimant: its part of each interval by exposure alone
@@ -360,11 +374,13 @@ def _fit(ts: Any, value: Any, a: Any, b: Any, fixed: Any, pk: Any, pi: Any,
     # stage 2: each span's rate, from its group's and pulled toward it
     prior = g_rate[grp] * exposure
     _, alloc = _em(cpu, ek, es, exp, nk, n, prior, GROUP_PRIOR, exposure, start=g_rate[grp])
-    claimed = np.bincount(es, alloc, n)[:m]
+    on_cpu = np.where(cpu[ek] > 0, cpu_only[ek] / np.where(cpu[ek] > 0, cpu[ek], 1.0), 0.0)
+    claimed = np.bincount(es, alloc * on_cpu, n)[:m]
+    waited = np.bincount(es, alloc * (1.0 - on_cpu), n)[:m]
     # the cores the whole tree used while each span ran (its intervals, by its exposure)
-    cores = np.bincount(es, cpu[ek] / np.maximum(span_len[ek], 1.0) * exp, n)[:m] / \
+    cores = np.bincount(es, cpu_only[ek] / np.maximum(span_len[ek], 1.0) * exp, n)[:m] / \
         np.maximum(exposure[:m], 1.0)
-    return claimed, exposure[:m], cores
+    return claimed, exposure[:m], cores, waited
 
 
 def _em(cpu: Any, k: Any, j: Any, exp: Any, nk: int, n: int, prior: Any, weight: float,

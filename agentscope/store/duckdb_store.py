@@ -156,7 +156,9 @@ class Store:
         members: dict = {}
         for file_id, host, pid in self._x(members_sql, params):
             members.setdefault((file_id, host), set()).add(int(pid))
-        got = self.con.execute(values_sql, {"tree_cpu": params["tree_cpu"]}).fetchnumpy()
+        got = self.con.execute(values_sql, {
+            "tree_cpu": params["tree_cpu"],
+            "tree_wait": mn.AGENTSCOPE_TREE_RUNQUEUE_WAIT}).fetchnumpy()
         counts = np.asarray([t[5] for t in trees], dtype=np.int64)
         return ProcessTrees(
             tuple(t[1] for t in trees), np.asarray([t[2] for t in trees], dtype=np.int64),
@@ -165,7 +167,8 @@ class Store:
             tuple(frozenset(members.get((t[0], t[1]), set()) | {int(t[2])}) for t in trees),
             np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
             np.asarray(got["ts_ns"], dtype=np.int64),
-            np.asarray(got["value"], dtype=np.float64))
+            np.asarray(got["value"], dtype=np.float64),
+            np.asarray(got["wait"], dtype=np.float64))
 
     def analysis_input(self, with_counters: bool = False) -> AnalysisInput:
         """Every span as the analysis reads it (store/sql/analysis_input.sql), with the columns

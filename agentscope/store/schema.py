@@ -150,6 +150,8 @@ class ProcessTrees:
     offsets: Any  # int64, one more than there are trees
     ts_ns: Any  # int64
     value: Any  # float64: cores the tree used over the interval ending at ts_ns
+    # float64: its threads waiting for a CPU meanwhile, on average (runnable; 0: none known)
+    wait: Any = None
 
     def __len__(self) -> int:
         return len(self.host)
