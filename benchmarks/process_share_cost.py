@@ -5,8 +5,8 @@ tree is another process's (nothing joins: each span keeps its stage label), in t
 
 The directory is made with the real OpenTelemetry SDK and agentscope's OTLPJsonFileExporter
 (the Collector file exporter's format): ``--tasks`` agent tasks, ``--width`` at a time in one
-process, each ``invoke_agent`` → ``chat`` (0.3 s) → ``execute_tool`` (1.2 s, computing in half
-the tasks) → ``chat`` (0.3 s), and a sidecar's samples for that process tree at 10 Hz
+process, each ``invoke_agent`` → ``chat`` (0.3 s) → ``execute_tool`` (1.2 s: ``compile``,
+computing, in half the tasks; ``search``, waiting, in the others) → ``chat`` (0.3 s), and a sidecar's samples for that process tree at 10 Hz
 (``agentscope.tree.cpu.utilization``, ``agentscope.tree.runqueue_wait``, and the per-process
 ``process.cpu.utilization`` once a second), the tree's CPU being what the computing tools used.
 The baseline's samples are the same with another pid.
@@ -65,9 +65,10 @@ def make(directory: Path, tasks: int, width: int, pid: int) -> int:
             "gen_ai.operation.name": "invoke_agent"})
         ctx = trace.set_span_in_context(root)
         at = start
+        tool = "execute_tool compile" if k % 2 == 0 else "execute_tool search"
         for name, seconds, attrs in (
                 ("chat m", 0.3, {"gen_ai.operation.name": "chat"}),
-                ("execute_tool t", 1.2, {"gen_ai.operation.name": "execute_tool"}),
+                (tool, 1.2, {"gen_ai.operation.name": "execute_tool"}),
                 ("chat m", 0.3, {"gen_ai.operation.name": "chat"})):
             span = tracer.start_span(name, context=ctx, start_time=at, attributes=attrs)
             span.end(end_time=at + int(seconds * S))

@@ -57,7 +57,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 class _Member:
     __slots__ = ("pid", "stat", "threads", "children", "last", "retired", "start", "ppid",
-                 "own_ns",
+                 "own_ns", "task_dir",
                  "wait_ns", "slices", "reaped_ns", "reaped_seen_ns", "rss", "faults", "mark",
                  "nthreads", "seen_ns", "raw")
 
@@ -127,6 +127,7 @@ class ProcessTree(SplitSource):
         except OSError:
             return None
         m = _Member(pid, stat, f[19] if len(f) > 19 else b"")
+        m.task_dir = f"{self.root}/{pid}/task"
         m.ppid = int(f[1]) if len(f) > 1 else 0
         self.members[pid] = m
         self._layout = None
@@ -202,12 +203,18 @@ class ProcessTree(SplitSource):
         else:
             # a thread started since the last read is read from this round on: its CPU is
             # then counted in the interval it used it, not lumped into a later one (its task
-            # directory has a link per thread, and two more; one stat() a member); so is one
+            # directory has a link per thread, and two more; one stat() a process); so is one
             # that replaced a thread whose read failed last round (the count alone stays)
             stale, self._stale = self._stale, set()
-            for m in list(self.members.values()):
+            stat = os.stat
+            root = self.root_pid
+            for m in self.members.values():
+                # the root and multi-threaded processes (where threads come and go: an
+                # agent's pools); a single-threaded child's new threads wait for the walk
+                if m.pid != root and len(m.threads) < 2 and m.pid not in stale:
+                    continue
                 try:
-                    count = os.stat(f"{self.root}/{m.pid}/task").st_nlink - 2
+                    count = stat(m.task_dir).st_nlink - 2
                 except OSError:
                     continue
                 if count != len(m.threads) or m.pid in stale:
