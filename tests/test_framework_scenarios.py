@@ -124,13 +124,17 @@ def _check_recording(out: Path, name: str, mode: str) -> dict:
     return by_trace
 
 
+def _recorded(tmp_path: Path, monkeypatch, name: str, mode: str) -> tuple:
+    """A recording of ``name`` checked (_check_recording): its spans by trace, its task and
+    span truths."""
+    out = _record(tmp_path, monkeypatch, name, mode)
+    return (_check_recording(out, name, mode), *read_truth(out))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "receive"])
 def test_openai_client_with_the_otel_instrumentation(tmp_path, monkeypatch, mode):
-    name = "fw-openai-cpu-tool"
-    out = _record(tmp_path, monkeypatch, name, mode)
-    by_trace = _check_recording(out, name, mode)
-    tasks, truth = read_truth(out)
+    by_trace, tasks, truth = _recorded(tmp_path, monkeypatch, "fw-openai-cpu-tool", mode)
     for trace_id, spans in by_trace.items():
         names = sorted(sp.name for sp in spans)
         assert names == ["chat fake-sleep-0.25", "chat fake-sleep-0.25",
@@ -156,10 +160,7 @@ def test_openai_client_with_the_otel_instrumentation(tmp_path, monkeypatch, mode
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "receive"])
 def test_openai_agents_sdk_with_openinference(tmp_path, monkeypatch, mode):
-    name = "fw-agents-http-tool"
-    out = _record(tmp_path, monkeypatch, name, mode)
-    by_trace = _check_recording(out, name, mode)
-    tasks, truth = read_truth(out)
+    by_trace, tasks, truth = _recorded(tmp_path, monkeypatch, "fw-agents-http-tool", mode)
     for trace_id, spans in by_trace.items():
         kinds = defaultdict(list)
         for sp in spans:
