@@ -6,7 +6,8 @@ tree is another process's (nothing joins: each span keeps its stage label), in t
 The directory is made with the real OpenTelemetry SDK and agentscope's OTLPJsonFileExporter
 (the Collector file exporter's format): ``--tasks`` agent tasks, ``--width`` at a time in one
 process, each ``invoke_agent`` → ``chat`` (0.3 s) → ``execute_tool`` (1.2 s: ``compile``,
-computing, in half the tasks; ``search``, waiting, in the others) → ``chat`` (0.3 s), and a sidecar's samples for that process tree at 10 Hz
+computing, in half the tasks; ``search``, waiting, in the others) → ``chat`` (0.3 s), and a
+sidecar's samples for that process tree at 10 Hz
 (``agentscope.tree.cpu.utilization``, ``agentscope.tree.runqueue_wait``, and the per-process
 ``process.cpu.utilization`` once a second), the tree's CPU being what the computing tools used.
 The baseline's samples are the same with another pid.

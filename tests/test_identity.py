@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
