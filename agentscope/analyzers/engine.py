@@ -26,9 +26,8 @@ import numpy as np
 from .._gc import gc_paused
 from .counters import adjust, children_timed, section_means
 from .critical_path import walk_many
-from .evidence import (BY_PROCESS, BY_PROCESS_SHARED, BY_PROCESS_SHORT, CLASSES, GAP_CLASS,
-                       GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS, PROCESS_ALONE,
-                       SELF_TIME_STAGES, UNTRACED_BASIS, classify)
+from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS,
+                       SELF_TIME_STAGES, UNTRACED_BASIS, classify, process_confidence)
 from .process_share import ProcessShare, process_share
 from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
                       TaskResult)
@@ -193,7 +192,7 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
     their process tree's (``proc``); those judged by its counters (``spans.via``) keep the
     confidence that their share of it allows."""
     span_host = np.asarray(inp.host, dtype=object)
-    if proc is not None and np.not_equal(proc.host, None).any():
+    if np.not_equal(proc.host, None).any():
         span_host = np.where(np.equal(span_host, None), proc.host, span_host)
     hosts = span_host[row]
     hosts[is_gap] = None
@@ -206,7 +205,7 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
         return np.where(is_gap, gap, np.asarray(values)[row])
 
     span_ns = np.maximum(col(inp.end_ns) - col(inp.start_ns), 1).astype(np.float64)
-    via = col(spans.via, False) if spans.via is not None else np.zeros(len(row), dtype=bool)
+    via = col(spans.via, False)
     # those judged by their tree's counters computed where their share of it did
     tree_busy = np.where(via, col(spans.busy, 0.0), 0.0)
     shares, confidence, notes = adjust(
@@ -220,10 +219,8 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
                                       col(inp.child_own_cpu, -1.0), col(inp.child_cpu_ns)),
         tree_busy=tree_busy)
     if via.any():
-        cap = np.where(col(proc.short, False), BY_PROCESS_SHORT,
-                       np.where(col(proc.sharers, 0.0) > PROCESS_ALONE, BY_PROCESS_SHARED,
-                                BY_PROCESS))
-        confidence = np.where(via, np.minimum(confidence, cap), confidence)
+        confidence = np.where(via, np.minimum(confidence, col(process_confidence(proc), 1.0)),
+                              confidence)
     return shares, confidence, notes
 
 

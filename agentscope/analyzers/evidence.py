@@ -316,9 +316,8 @@ class Classified:
             words = (f"no accounting of its own: its process tree (pid {int(p.root[i])}) used "
                      f"{p.cpu_ns[i] / 1e9:.3g} s of CPU in its own time "
                      f"({self.busy[i]:.0%} of a core)")
-            wait_ns = getattr(p, "wait_ns", None)
-            if wait_ns is not None and wait_ns[i] >= WORDS_SHARE * p.own_ns[i]:
-                words += (f" and its threads waited {wait_ns[i] / 1e9:.3g} s runnable for a "
+            if p.wait_ns[i] >= WORDS_SHARE * p.own_ns[i]:
+                words += (f" and its threads waited {p.wait_ns[i] / 1e9:.3g} s runnable for a "
                           "CPU")
             if p.sharers[i] > PROCESS_ALONE:
                 words += (f", shared with the other spans of its tree open meanwhile "
@@ -427,6 +426,14 @@ def _wait_words(wait_cls: int, code: int, model_s: float, endpoint: Optional[str
     if by_process:
         return "its process tree idle otherwise: waiting on something outside it"
     return OFF_CPU_UNEXPLAINED
+
+
+def process_confidence(proc: Any) -> np.ndarray:
+    """Per span, the most its verdict can be trusted where it rests on its process tree's
+    counters (``proc``: a ProcessShare): alone in its tree, sharing its time, or short."""
+    return np.where(np.asarray(proc.short, dtype=bool), BY_PROCESS_SHORT,
+                    np.where(np.asarray(proc.sharers) > PROCESS_ALONE, BY_PROCESS_SHARED,
+                             BY_PROCESS))
 
 
 def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
@@ -538,7 +545,7 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
     # ... and, judged by its tree's counters, the time its tree's threads waited runnable
     # that its part of the tree's demand claimed
     tree_run = np.zeros(n)
-    if via.any() and getattr(proc, "wait_ns", None) is not None:
+    if via.any():
         tree_run = np.where(via, np.minimum(waited - kids_run,
                                             np.asarray(proc.wait_ns, dtype=np.float64) / dur),
                             0.0)
@@ -591,11 +598,8 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
     confidence = np.where(measured & inferred & (waited > 0.5), np.minimum(
         confidence, FROM_COUNTS), confidence)
     if via.any():  # judged from its tree's counters: less sure, the less it had to itself
-        confidence = np.where(via, np.minimum(confidence, BY_PROCESS), confidence)
-        confidence = np.where(via & (np.asarray(proc.sharers) > PROCESS_ALONE),
-                              np.minimum(confidence, BY_PROCESS_SHARED), confidence)
-        confidence = np.where(via & np.asarray(proc.short, dtype=bool),
-                              np.minimum(confidence, BY_PROCESS_SHORT), confidence)
+        confidence = np.where(via, np.minimum(confidence, process_confidence(proc)),
+                              confidence)
     confidence[unmeasured] = FROM_LABEL
     untraced = unmeasured & (guess == _K[UNTRACED])
     confidence[untraced] = UNTRACED_CONFIDENCE

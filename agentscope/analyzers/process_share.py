@@ -14,12 +14,13 @@ cores the process and its children used, every sampling interval). This module j
    traces overlap exactly one sampled tree (on their host, where they name one); several: none,
    and a warning.
 2. **Whose CPU.** At each moment the spans of a tree that are open and have no open child in it
-   are the ones whose own time it is (the claimants). The tree's CPU over each stretch between
-   two span boundaries (less what spans with their own accounting used meanwhile) is shared
-   among the claimants of that stretch, in proportion to each one's estimated rate; the rates
-   are the maximum-likelihood fit of the measured CPU as sums of constant per-span rates (an
-   EM fit: a span that ran alone at one core and overlapped another keeps its core, the one
-   that waited gets little). Claims add up to exactly what was measured, never more.
+   are the ones whose own time it is (the claimants). The tree's demand in each sampling
+   interval (its CPU and its threads' time runnable, less what spans with their own accounting
+   used meanwhile) is shared among the claimants exposed to it, in proportion to each one's
+   estimated rate; the rates are fitted to what was measured (:func:`_fit`: an EM fit, spans
+   of one name tied first: a span that ran alone at one core and overlapped another keeps its
+   core, the one that waited gets little). Claims add up to exactly what was measured, never
+   more.
 3. **How sure.** A span alone in its tree is judged as surely as the samples allow; one that
    shared its time is told so, with a lower confidence (where spans always overlapped the same
    way, the fit cannot tell them apart and splits evenly); one whose own time spans fewer than
@@ -65,19 +66,15 @@ class ProcessShare:
     sharers: Any
     short: Any
     host: Any
+    tree_cores: Any
+    wait_ns: Any
     warnings: tuple = ()
-    tree_cores: Any = None
-    wait_ns: Any = None  # its tree's threads' time runnable, waiting for a CPU, it claimed
 
     @classmethod
     def none(cls, n: int) -> "ProcessShare":
         return cls(np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
                    np.full(n, -1.0), np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool),
-                   np.full(n, None, dtype=object), (), np.zeros(n), np.zeros(n))
-
-    @property
-    def estimated(self) -> Any:
-        return np.asarray(self.cpu_ns) >= 0
+                   np.full(n, None, dtype=object), np.zeros(n), np.zeros(n))
 
 
 def process_share(inp: Any, trees: Any) -> ProcessShare:
@@ -113,7 +110,7 @@ def process_share(inp: Any, trees: Any) -> ProcessShare:
             continue
         r, c, o, m, s, t, w = got
         cpu[r], own[r], sharers[r], short[r], cores[r], runnable[r] = c, o, m, s, t, w
-    return ProcessShare(tree, root, cpu, own, sharers, short, host, warnings, cores, runnable)
+    return ProcessShare(tree, root, cpu, own, sharers, short, host, cores, runnable, warnings)
 
 
 def _join(inp: Any, trees: Any) -> tuple:
@@ -185,8 +182,9 @@ def _join(inp: Any, trees: Any) -> tuple:
 
 def _share(inp: Any, rows: Any, own_cpu: Any, ts: Any, value: Any,
            wait: Any) -> "tuple | None":
-    """The tree's CPU shared among the spans ``rows`` of one tree (module docstring, 2):
-    (claimant rows, their CPU ns, own ns, mean claimants, short) for those with enough of
+    """The tree's demand shared among the spans ``rows`` of one tree (module docstring, 2):
+    (claimant rows, their CPU ns, own ns, mean claimants, short, the cores their tree used
+    meanwhile, the ns its threads waited runnable that they claimed) for those with enough of
     their own time sampled; None where no interval was."""
     if len(ts) < 2:
         return None
@@ -269,7 +267,7 @@ def _share(inp: Any, rows: Any, own_cpu: Any, ts: Any, value: Any,
     if got is None:
         return None
     claimed, own, cores, waited = got
-    interval = float(np.median(np.diff(ts))) if len(ts) > 1 else 0.0
+    interval = float(np.median(np.diff(ts)))
     ok = claimant & (own > 0) & (own * 2 >= own_all)
     short = own_all < SHORT_INTERVALS * interval
     sel = np.flatnonzero(ok)
@@ -278,7 +276,7 @@ def _share(inp: Any, rows: Any, own_cpu: Any, ts: Any, value: Any,
 
 
 def _fit(ts: Any, value: Any, a: Any, b: Any, fixed: Any, pk: Any, pi: Any,
-         m: int, group: Any = None, wait: Any = None) -> "tuple | None":
+         m: int, group: Any, wait: Any) -> "tuple | None":
     """The tree's CPU in each sampling interval shared among the spans whose own time
     overlapped it, by the maximum a posteriori fit of constant per-span rates (module
     docstring, 2). ``a``, ``b``: the stretches between span boundaries; ``fixed``: the rate
@@ -353,8 +351,7 @@ def _fit(ts: Any, value: Any, a: Any, b: Any, fixed: Any, pk: Any, pi: Any,
     fixed_ns = np.zeros(nk)
     np.add.at(fixed_ns, sample, fixed[stretch] * plen)
     cpu_only = np.maximum(value[1:] * span_len - fixed_ns, 0.0)
-    waiting = (np.asarray(wait, dtype=np.float64)[1:] * span_len if wait is not None
-               else np.zeros(nk))
+    waiting = np.asarray(wait, dtype=np.float64)[1:] * span_len
     cpu = cpu_only + waiting  # the demand each interval measured
     n = m + 1
     exposure = np.bincount(es, exp, n)
@@ -362,8 +359,7 @@ def _fit(ts: Any, value: Any, a: Any, b: Any, fixed: Any, pk: Any, pi: Any,
     by_k = np.bincount(ek, exp, nk)
     even = np.bincount(es, cpu[ek] * exp / np.where(by_k[ek] > 0, by_k[ek], 1.0), n)
     # stage 1: the groups' rates (the background is a group of its own)
-    grp = np.concatenate([np.asarray(group, dtype=np.int64) if group is not None else
-                          np.arange(m), [-1]])
+    grp = np.concatenate([np.asarray(group, dtype=np.int64), [-1]])
     _, grp = np.unique(grp, return_inverse=True)
     ng = int(grp.max()) + 1
     g_key, g_inv = np.unique(ek * ng + grp[es], return_inverse=True)

@@ -174,10 +174,10 @@ class ProcessTree(SplitSource):
     def _list_threads(self, m: _Member, now_ns: int) -> None:
         self._layout = None
         try:
-            tids = {int(t) for t in os.listdir(f"{self.root}/{m.pid}/task")}
+            tids = {int(t) for t in os.listdir(m.task_dir)}
         except OSError:
             return
-        base = f"{self.root}/{m.pid}/task"
+        base = m.task_dir
         for tid in tids:
             if tid not in m.threads:
                 try:
@@ -194,30 +194,30 @@ class ProcessTree(SplitSource):
         """Only the reads: each member's threads' ``schedstat`` (None where it failed: the
         thread is gone) and, once a second, its ``stat``; the tree is walked when due."""
         unseen = ()
+        # a process one of whose threads could not be read last round: the thread that
+        # replaced it is read from this round on (the count alone stays the same)
+        stale, self._stale = self._stale, set()
+        for pid in stale:
+            if pid in self.members:
+                self._list_threads(self.members[pid], now_ns)
         if now_ns - self._last_discover >= self.discover_interval_ns:
             unseen = self._discover(now_ns)
-            stale, self._stale = self._stale, set()
-            for pid in stale:
-                if pid in self.members:
-                    self._list_threads(self.members[pid], now_ns)
         else:
             # a thread started since the last read is read from this round on: its CPU is
             # then counted in the interval it used it, not lumped into a later one (its task
-            # directory has a link per thread, and two more; one stat() a process); so is one
-            # that replaced a thread whose read failed last round (the count alone stays)
-            stale, self._stale = self._stale, set()
+            # directory has a link per thread, and two more; one stat() a process)
             stat = os.stat
             root = self.root_pid
             for m in self.members.values():
                 # the root and multi-threaded processes (where threads come and go: an
                 # agent's pools); a single-threaded child's new threads wait for the walk
-                if m.pid != root and len(m.threads) < 2 and m.pid not in stale:
+                if m.pid != root and len(m.threads) < 2:
                     continue
                 try:
                     count = stat(m.task_dir).st_nlink - 2
                 except OSError:
                     continue
-                if count != len(m.threads) or m.pid in stale:
+                if count != len(m.threads):
                     self._list_threads(m, now_ns)
         stat_round = self._last_stat is None or now_ns - self._last_stat >= self.stat_interval_ns
         if stat_round:
