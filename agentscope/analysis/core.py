@@ -9,7 +9,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -25,6 +25,8 @@ from ..store.schema import MEMORY
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+    from ..analyzers.whatif import Prediction
 
 # (bytes read so far, bytes in all): called as the files of a directory are loaded
 Progress = Callable[[int, int], None]
@@ -226,6 +228,24 @@ class Analysis:
         else:
             raise ValueError(f"breakdown by 'stage' or 'lane', not {by!r}")
         return breakdown(sec, keys, assumed)
+
+    # ---- what a change would buy ------------------------------------------------------------
+    def whatif(self, speedup: "Sequence[str] | str" = (), cpus: Optional[int] = None,
+               slots: Optional[dict] = None) -> "Prediction":
+        """Predict the tasks' latency and throughput if some work got faster or capacity
+        changed: ``speedup``: ``"KIND:VALUE=FACTOR"`` strings (kinds stage, name, class,
+        service; ``"stage:tool=2"`` makes tool spans' own time twice as fast); ``cpus``: every
+        host's cores; ``slots``: {server (its spans' service): slots}. Each trace is re-timed
+        and its critical path walked again (a faster branch can hand the path to another);
+        with ``cpus``/``slots`` the tasks are replayed on that capacity over their recorded
+        arrivals. Returns a :class:`~agentscope.analyzers.whatif.Prediction` (``to_dict()``:
+        the ``agentscope.whatif/v1`` document). Rules and assumptions: docs/whatif.md.
+        Raises ValueError for a malformed speedup or capacity."""
+        from .whatif import whatif
+
+        if isinstance(speedup, str):
+            speedup = [speedup]
+        return whatif(self, speedup, cpus, slots)
 
     # ---- the store behind it ------------------------------------------------------------------
     def query(self, statement: str) -> "pd.DataFrame":

@@ -184,6 +184,31 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
                  proc.warnings)
 
 
+def span_shares(inp: Any, counters: Any = None, lags: Any = None, trees: Any = None) -> Any:
+    """Every span's class shares of its own time ((n, len(CLASSES)) float64), by the same
+    rules as the sections of :func:`analyze`: the classifier's, then what the counters said
+    over the span's whole interval (where ``inp`` carries the counter columns). What-if
+    predictions (:mod:`.whatif`) read them for the spans off the critical path too."""
+    with gc_paused():
+        n = len(inp.trace_no)
+        proc = process_share(inp, trees) if trees is not None and inp.with_counters else \
+            ProcessShare.none(n)
+        spans = classify(inp, thread_facts(inp, lags), proc)
+        shares = np.array(spans.shares, dtype=np.float64)
+        if counters is None or not inp.with_counters or not n:
+            return shares
+        row = np.arange(n)
+        is_gap = np.zeros(n, dtype=bool)
+        stage = np.asarray(inp.stage, dtype=object)
+        orch = np.isin(stage, SELF_TIME_STAGES) & (spans.basis == MEASURED_BASIS)
+        start = np.asarray(inp.start_ns, dtype=np.int64)
+        end = np.maximum(np.asarray(inp.end_ns, dtype=np.int64), start)
+        shares, _, _ = _with_counters(inp, counters, row, is_gap, start, end, shares,
+                                      np.array(spans.confidence, dtype=np.float64), orch,
+                                      stage, proc, spans)
+        return shares
+
+
 def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, end: Any,
                    shares: Any, confidence: Any, orchestration: Any, stage: Any,
                    proc: Any, spans: Any) -> tuple:

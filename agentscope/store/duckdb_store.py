@@ -223,6 +223,30 @@ class Store:
             finally:
                 self.con.unregister("incoming")
 
+    def span_roles(self) -> dict:
+        """Per span, in :meth:`analysis_input`'s order: ``service`` (object array), and the
+        server queue it names (``queue_resource``; ``held_by``: JSON text of the traces that
+        held that server's slots while it waited) (store/sql/span_roles.sql)."""
+        import numpy as np
+
+        got = self.con.execute(sql("span_roles.sql")).fetchnumpy()
+        idx = np.asarray(got.pop("idx"), dtype=np.int64)
+        out = {}
+        for name, a in got.items():
+            data = np.empty(len(idx), dtype=object)
+            values = np.asarray(np.ma.getdata(a), dtype=object)
+            if np.ma.isMaskedArray(a):
+                values[np.ma.getmaskarray(a)] = None
+            data[idx] = values
+            out[name] = data
+        return out
+
+    def host_cores(self) -> dict:
+        """{host: logical CPUs} of every host the host sampler recorded
+        (store/sql/host_cores.sql)."""
+        return {h: int(c) for h, c in self._x(sql("host_cores.sql"),
+                                               {"metric": mn.SYSTEM_CPU_LOGICAL_COUNT})}
+
     def gpu_idle(self) -> list:
         """Per GPU, its busy and idle shares over the analysed tasks' time and what the critical
         paths did while it sat idle (store/sql/gpu_idle.sql; needs a saved analysis)."""

@@ -1,0 +1,72 @@
+"""``Analysis.whatif(...)``: the spans of an analysed store, read once more with what a
+prediction needs (:class:`~agentscope.analyzers.whatif.Spans`), and the prediction."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..analyzers import engine
+from ..analyzers.counters import METRICS
+from ..analyzers.replay import Capacity
+from ..analyzers.whatif import Prediction, Spans, predict, speedups
+
+
+def spans_for_prediction(store: Any) -> tuple:
+    """(:class:`Spans` of every task in ``store``, the recorded :class:`Capacity`)."""
+    series = store.counter_series(METRICS)
+    trees = store.process_trees()
+    counted = series is not None or trees is not None
+    inp = store.analysis_input(with_counters=counted)
+    lags = store.loop_lags() if series is not None else None
+    shares = engine.span_shares(inp, series, lags, trees)
+    roles = store.span_roles()
+    n = len(inp.trace_no)
+    trace_no = np.asarray(inp.trace_no)
+    cuts = (np.flatnonzero(np.diff(trace_no)) + 1).tolist() if n else []
+    bounds_all = list(zip([0] + cuts, cuts + [n])) if n else []
+    parent = np.asarray(inp.parent_idx, dtype=np.int64)
+    rows = np.arange(n)
+    is_root = (parent < 0) | (parent == rows)
+    bounds, ids, names, lanes, services = [], [], [], [], []
+    stage = np.asarray(inp.stage, dtype=object)
+    for lo, hi in bounds_all:
+        roots = [r for r in range(lo, hi) if is_root[r]]
+        if not roots:
+            continue  # a parent cycle alone: no task (as the analysis)
+        root = next((r for r in roots if stage[r] == "task"), roots[0])
+        bounds.append((lo, hi))
+        trace_id = inp.trace_id[root]
+        if trace_id is None:
+            trace_id = next((x for x in inp.trace_id[lo:hi] if x is not None), "")
+        ids.append(trace_id)
+        names.append(inp.name[root])
+        lanes.append(inp.lane[root])
+        services.append(roles["service"][root])
+    host = np.asarray(inp.host, dtype=object) if inp.with_counters else \
+        np.full(n, None, dtype=object)
+    own_cpu = np.asarray(inp.own_cpu, dtype=np.float64)
+    spans = Spans(
+        bounds, np.where(is_root, -1, parent), np.asarray(inp.start_ns, dtype=np.int64),
+        np.asarray(inp.end_ns, dtype=np.int64), np.asarray(inp.kind, dtype=object),
+        np.asarray(inp.name, dtype=object), stage, roles["service"], shares,
+        np.where(own_cpu >= 0, own_cpu, -1.0),
+        np.asarray(inp.queue_s, dtype=np.float64) * 1e9, roles["queue_resource"], host,
+        ids, names, lanes, services)
+    return spans, Capacity(store.host_cores())
+
+
+def whatif(analysis: Any, speedup: Sequence = (), cpus: Optional[int] = None,
+           slots: Optional[dict] = None) -> Prediction:
+    """See :meth:`agentscope.analysis.Analysis.whatif`."""
+    changes = speedups(speedup)
+    if cpus is not None and (not isinstance(cpus, int) or cpus < 1):
+        raise ValueError(f"cpus must be a whole number of at least 1, not {cpus!r}")
+    slots = dict(slots or {})
+    for name, n in slots.items():
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"slots {name}={n!r}: a whole number of at least 1")
+    with analysis._store.open() as store:
+        spans, capacity = spans_for_prediction(store)
+    return predict(spans, changes, cpus, slots, capacity)

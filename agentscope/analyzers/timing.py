@@ -1,0 +1,259 @@
+"""What each span waited for before it started and before it ended, inferred from a trace,
+so that a trace can be re-timed when some of its work gets faster (:mod:`.whatif`) or replayed
+on other capacity (:mod:`.replay`).
+
+A trace records when each span started and ended, not why. The rule used here (docs/whatif.md,
+"starts after"), for the children of one span, in order of start (then end, then position):
+
+* a child **starts after every earlier sibling that had ended** by its start (a join: the
+  agent waited for all of them), plus its parent's own time from the last of those ends;
+* unless a sibling **still running** at its start started later than that last end: then it
+  starts that much of its parent's own time after that sibling's start (two tools launched
+  together stay together; a tool launched while a model call streams stays that far into it);
+* with neither, it starts that much of its parent's own time after its parent's start.
+
+A span's **end** follows the same rule, as if it were one more child that starts where the
+span ends: a span ends after the children that ended inside it, plus its own time after the
+last of them (a leaf: its own duration after its start). A child that ran past its parent's
+end was not waited for; one that started after it does not delay it.
+
+The roots of a trace are the children of the task (one virtual span per trace, from the first
+root's start to the last root's end, whose own time, the gaps between roots, never changes).
+Tasks arrive at their recorded start, except a task that started within
+:data:`FOLLOW_NS` of another task's end on the same service and lane: it followed that task
+(a worker taking the next job), and follows it in a re-timed fleet too.
+
+Everything is expressed as *anchors*, so that a re-timing (fixed durations) and a replay
+(durations that come out of a simulation) use the same dependencies: each start and each end
+has a kind (:data:`PARENT`, :data:`JOIN`, :data:`SIBLING`, :data:`ARRIVAL`, :data:`FOLLOW`), a
+reference and a gap (own time of the span whose time it is, in ns).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from typing import Any
+
+import numpy as np
+
+PARENT, JOIN, SIBLING, ARRIVAL, FOLLOW = 0, 1, 2, 3, 4
+# a task that starts this soon after another task of its service and lane ended followed it
+FOLLOW_NS = 20_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Deps:
+    """The anchors of every span's start and end, for ``n`` spans and ``tasks`` virtual task
+    spans (rows ``n`` .. ``n + tasks - 1``, the task of trace ``t`` at ``n + t``).
+
+    ``ops``: the order to evaluate them in (a value ``i`` >= 0 is the start of row ``i``,
+    ``~i`` its end): every anchor is evaluated before what depends on it. For a start,
+    ``s_*`` give the anchor, whose gap is its parent's own time (``owner`` = the parent); for
+    an end, ``e_*``, whose gap is the span's own time. ``JOIN`` refers to a prefix of
+    ``done[parent]``: the siblings that had ended, in the order they were found ended."""
+
+    n: int
+    parent: list  # per row (n + tasks): parent row, the virtual task for roots, -1 for tasks
+    start: list  # recorded ns (virtual tasks: first root start)
+    end: list
+    s_kind: list
+    s_ref: list
+    s_gap: list
+    e_kind: list
+    e_ref: list
+    e_gap: list
+    done: dict  # parent row -> [child rows in the order they were found ended]
+    ops: list
+    task_rows: list  # per task: its virtual row
+    roots: list  # per task: its root rows
+
+    def own_ns(self) -> np.ndarray:
+        """Each span's own time as the anchors count it: the gaps that are its own (the
+        gaps before its children's starts and before its end)."""
+        own = np.zeros(len(self.parent), dtype=np.float64)
+        for i, (p, g) in enumerate(zip(self.parent, self.s_gap)):
+            if p >= 0:
+                own[p] += g
+        own += np.asarray(self.e_gap, dtype=np.float64)
+        return own
+
+
+def dependencies(parent: Any, start: Any, end: Any, bounds: list, services: Any = None,
+                 lanes: Any = None) -> Deps:
+    """The anchors of every span of traces ``bounds`` (rows ``lo`` .. ``hi`` - 1 each; ``parent``
+    holds row indices, -1 for a root). ``services``/``lanes``: per trace, to tell which tasks
+    followed which (None: tasks arrive at their recorded starts)."""
+    n = len(parent)
+    T = len(bounds)
+    par = [int(p) for p in np.asarray(parent, dtype=np.int64).tolist()] + [-1] * T
+    st = np.asarray(start, dtype=np.int64).tolist()
+    en = np.maximum(np.asarray(end, dtype=np.int64), np.asarray(start, dtype=np.int64)).tolist()
+    kids: list = [[] for _ in range(n + T)]
+    roots: list = []
+    for t, (lo, hi) in enumerate(bounds):
+        rs = []
+        for i in range(lo, hi):
+            p = par[i]
+            if p < 0 or p == i or not lo <= p < hi:
+                par[i] = n + t
+                rs.append(i)
+            else:
+                kids[p].append(i)
+        roots.append(rs)
+        kids[n + t] = rs
+        st.append(min((st[i] for i in rs), default=0))
+        en.append(max((en[i] for i in rs), default=0))
+    total = n + T
+    s_kind, s_ref, s_gap = [PARENT] * total, [-1] * total, [0] * total
+    e_kind, e_ref, e_gap = [PARENT] * total, [-1] * total, [0] * total
+    done: dict = {}
+    for p in range(total):
+        if kids[p]:
+            _anchor_children(p, kids[p], st, en, s_kind, s_ref, s_gap, e_kind, e_ref, e_gap,
+                             done)
+        else:
+            e_ref[p], e_gap[p] = p, en[p] - st[p]
+
+    # the tasks: at their arrival, or after the task they followed
+    order = sorted(range(T), key=lambda t: (st[n + t], t))
+    last_end: dict = {}  # (service, lane) -> [(end, task)] of tasks already arrived
+    for t in order:
+        v = n + t
+        s_kind[v], s_gap[v] = ARRIVAL, st[v]
+        if services is not None:
+            key = (services[t], lanes[t] if lanes is not None else None)
+            best = None
+            for e, u in last_end.get(key, ()):
+                if 0 <= st[v] - e <= FOLLOW_NS and (best is None or e > best[0]):
+                    best = (e, u)
+            if best is not None:
+                s_kind[v], s_ref[v], s_gap[v] = FOLLOW, n + best[1], st[v] - best[0]
+            last_end.setdefault(key, []).append((en[v], t))
+
+    ops = _order(order, n, kids, st, en)
+    # cycles (a span its own ancestor) were cut by the store; any row not reached is left
+    # where it was: evaluate it last, from its recorded times
+    return Deps(n, par, st, en, s_kind, s_ref, s_gap, e_kind, e_ref, e_gap, done, ops,
+                [n + t for t in range(T)], roots)
+
+
+def _anchor_children(p: int, children: list, st: list, en: list, s_kind: list, s_ref: list,
+                     s_gap: list, e_kind: list, e_ref: list, e_gap: list, done: dict) -> None:
+    """The anchors of ``p``'s children's starts and of ``p``'s end (module docstring)."""
+    children.sort(key=lambda c: (st[c], en[c], c))
+    found: list = []  # siblings found ended, in that order
+    ended = []  # heap of (end, order) of siblings not yet found ended
+    running: list = []  # siblings in start order; the top one not ended is the latest
+    is_done = set()
+    last_end = None
+
+    def settle(t: int) -> None:
+        nonlocal last_end
+        while ended and ended[0][0] <= t:
+            e, k = heapq.heappop(ended)
+            c = children[k]
+            found.append(c)
+            is_done.add(c)
+            last_end = e if last_end is None or e > last_end else last_end
+        while running and running[-1] in is_done:
+            running.pop()
+
+    def anchor(t: int) -> tuple:
+        settle(t)
+        top = running[-1] if running else None
+        if top is not None and (last_end is None or st[top] > last_end):
+            return SIBLING, top, t - st[top]
+        if last_end is not None:
+            return JOIN, len(found), t - last_end
+        return PARENT, p, t - st[p]
+
+    end_at = en[p]
+    marked = False
+    for k, c in enumerate(children):
+        if not marked and st[c] > end_at:
+            e_kind[p], e_ref[p], e_gap[p] = anchor(end_at)
+            marked = True
+        s_kind[c], s_ref[c], s_gap[c] = anchor(st[c])
+        heapq.heappush(ended, (en[c], k))
+        running.append(c)
+    if not marked:
+        e_kind[p], e_ref[p], e_gap[p] = anchor(end_at)
+    done[p] = found
+
+
+def _order(tasks: list, n: int, kids: list, st: list, en: list) -> list:
+    """Evaluation order: per task in arrival order, depth first, each span's start, then its
+    children (in start order) with its end placed where its end falls among them."""
+    ops: list = []
+    for t in tasks:
+        stack = [n + t]
+        while stack:
+            op = stack.pop()
+            if op < 0:
+                ops.append(op)
+                continue
+            ops.append(op)
+            ch = kids[op]
+            # children start after their parent's start; its end goes before the children
+            # that start after it
+            seq: list = []
+            placed = False
+            for c in ch:
+                if not placed and st[c] > en[op]:
+                    seq.append(~op)
+                    placed = True
+                seq.append(c)
+            if not placed:
+                seq.append(~op)
+            stack.extend(reversed(seq))
+    return ops
+
+
+def retime(deps: Deps, scale: Any) -> tuple:
+    """New (start, end) per row (numpy int64, ``n + tasks`` rows) when each span's own time
+    is multiplied by ``scale`` (per row, the first ``n``; virtual tasks keep theirs)."""
+    total = len(deps.parent)
+    sc = np.ones(total, dtype=np.float64)
+    sc[: deps.n] = np.asarray(scale, dtype=np.float64)
+    scl = sc.tolist()
+    new_s = [0.0] * total
+    new_e = [0.0] * total
+    pm_count: dict = {}
+    pm_val: dict = {}
+    par, done = deps.parent, deps.done
+
+    def join(p: int, m: int) -> float:
+        k = pm_count.get(p, 0)
+        v = pm_val.get(p, float("-inf"))
+        seq = done[p]
+        while k < m:
+            x = new_e[seq[k]]
+            if x > v:
+                v = x
+            k += 1
+        pm_count[p], pm_val[p] = k, v
+        return v
+
+    def base(kind: int, ref: int, p: int) -> float:
+        if kind == PARENT:
+            return new_s[ref]
+        if kind == JOIN:
+            return join(p, ref)
+        if kind == SIBLING:
+            return new_s[ref]
+        if kind == FOLLOW:
+            return new_e[ref]
+        return 0.0  # ARRIVAL: the gap is the absolute time
+
+    s_kind, s_ref, s_gap = deps.s_kind, deps.s_ref, deps.s_gap
+    e_kind, e_ref, e_gap = deps.e_kind, deps.e_ref, deps.e_gap
+    for op in deps.ops:
+        if op >= 0:
+            p = par[op]
+            own = scl[p] if p >= 0 and s_kind[op] in (PARENT, JOIN, SIBLING) else 1.0
+            new_s[op] = base(s_kind[op], s_ref[op], p) + s_gap[op] * own
+        else:
+            i = ~op
+            new_e[i] = base(e_kind[i], e_ref[i], i) + e_gap[i] * scl[i]
+    return np.rint(new_s).astype(np.int64), np.rint(new_e).astype(np.int64)
