@@ -166,7 +166,9 @@ class TaskChange:
     predicted_s: float
     naive_s: float
     bottleneck_before: str
-    bottleneck_after: str
+    # the class holding most of its re-walked path (None after a replay: the classes of a
+    # replayed span's time are not re-judged)
+    bottleneck_after: Optional[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,8 +250,8 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
             slots: Optional[dict] = None, capacity: Any = None) -> Prediction:
     """The fleet of ``spans`` as recorded and with ``changes`` (speedups), and, when ``cpus``
     or ``slots`` ({server: slots}) are given, replayed on that capacity (``capacity``: what
-    the recording had, :class:`.replay.Capacity`)."""
-    changes = tuple(changes)
+    the recording had, :class:`.replay.Capacity`). ``changes``: Speedups or their strings."""
+    changes = speedups(changes)
     scale = scale_of(spans, changes)
     deps = spans.deps
     n, T = len(spans), len(spans.bounds)
@@ -266,7 +268,8 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
                            "time, by the classifier's shares of it")
     base_s = np.asarray(deps.start, dtype=np.int64)
     base_e = np.asarray(deps.end, dtype=np.int64)
-    if cpus is None and not slots:
+    replayed = cpus is not None or bool(slots)
+    if not replayed:
         new_s, new_e = retime(deps, scale)
     else:
         from .replay import replay
@@ -287,6 +290,9 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
     before = _path_classes(spans, base_s[:n], base_e[:n], shares)
     after = _path_classes(spans, new_s[:n], new_e[:n], shares)
     naive_saved = _naive_saved(spans, base_s[:n], base_e[:n], scale)
+    if replayed:
+        naive_saved = naive_saved - _naive_capacity(spans, base_s[:n], base_e[:n], cpus,
+                                                    slots or {}, capacity)
     naive_d = np.maximum(b_dur - naive_saved, 0)
 
     lanes = {}
@@ -300,7 +306,7 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
     task_changes = tuple(
         TaskChange(spans.task_id[t], spans.task_name[t], spans.task_lane[t],
                    int(b_dur[t]) / 1e9, int(p_dur[t]) / 1e9, int(naive_d[t]) / 1e9,
-                   before[0][t], after[0][t]) for t in range(T))
+                   before[0][t], None if replayed else after[0][t]) for t in range(T))
     total_after = after[1].sum()
     return Prediction(
         {"speedups": [str(s) for s in changes], "cpus": cpus, "slots": dict(slots or {})},
@@ -308,8 +314,8 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
         Stats.of(p_dur, new_s[tasks_v], new_e[tasks_v]),
         Stats.of(naive_d, base_s[tasks_v], naive_e), lanes, task_changes, tuple(assumptions),
         int(np.count_nonzero(scale != 1.0)),
-        {c: float(v / total_after) if total_after > 0 else 0.0
-         for c, v in zip(CLASSES, after[1])})
+        {} if replayed else {c: float(v / total_after) if total_after > 0 else 0.0
+                             for c, v in zip(CLASSES, after[1])})
 
 
 def _walk(spans: Spans, start: Any, end: Any) -> Any:
@@ -351,3 +357,35 @@ def _naive_saved(spans: Spans, start: Any, end: Any, scale: Any) -> np.ndarray:
         np.float64)
     saved = np.where(span < 0, 0.0, length * (1.0 - np.asarray(scale)[np.maximum(span, 0)]))
     return np.rint(np.bincount(np.asarray(w.trace, dtype=np.int64), saved, T)).astype(np.int64)
+
+
+def _naive_capacity(spans: Spans, start: Any, end: Any, cpus: Optional[int], slots: dict,
+                    capacity: Any) -> np.ndarray:
+    """Per task, the ns the naive reading of a capacity change adds to its recorded path:
+    its ``cpu`` time scaled by recorded cores / new cores, and the queueing of the requests
+    to a server scaled by recorded slots / new slots."""
+    from .replay import recorded_slots, requests_to
+
+    T = len(spans.bounds)
+    w = _walk(spans, start, end)
+    span = np.asarray(w.span, dtype=np.int64)
+    added = np.zeros(T)
+    if not len(span):
+        return added.astype(np.int64)
+    length = (np.asarray(w.end, dtype=np.int64) - np.asarray(w.start, dtype=np.int64)).astype(
+        np.float64)
+    trace = np.asarray(w.trace, dtype=np.int64)
+    row = np.maximum(span, 0)
+    shares = np.asarray(spans.shares, dtype=np.float64)
+    if cpus is not None and capacity is not None:
+        hosts = np.asarray(spans.host, dtype=object)
+        ratio = np.asarray([(capacity.cores_of(h) or cpus) / cpus for h in hosts.tolist()])
+        cpu = np.where(span < 0, 0.0, length * shares[row, CLASSES.index("cpu")])
+        added += np.bincount(trace, cpu * (ratio[row] - 1.0), T)
+    for name, n in slots.items():
+        rows = requests_to(spans, name)
+        rec = recorded_slots(spans, np.flatnonzero(rows))
+        queued = np.where((span >= 0) & rows[row],
+                          length * shares[row, CLASSES.index("queue")], 0.0)
+        added += np.bincount(trace, queued * (rec / n - 1.0), T)
+    return np.rint(added).astype(np.int64)

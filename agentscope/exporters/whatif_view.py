@@ -16,7 +16,8 @@ _STATS = (("mean", "mean_s"), ("p50", "p50_s"), ("p95", "p95_s"), ("p99", "p99_s
 def _change(p: Any) -> str:
     parts = list(p.change["speedups"])
     if p.change.get("cpus") is not None:
-        parts.append(f"{p.change['cpus']} cores per host")
+        n = p.change["cpus"]
+        parts.append(f"{n} core{'s' if n != 1 else ''} per host")
     parts.extend(f"{k}: {v} slots" for k, v in p.change.get("slots", {}).items())
     return ", ".join(parts) or "nothing (the recording as it is)"
 

@@ -1,0 +1,241 @@
+"""What-if: re-timing traces with faster work (the path moving to another branch), the replay
+on other cores and server slots, selectors, the CLI and the JSON document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import agentscope
+from agentscope.analyzers.evidence import CLASSES
+from agentscope.analyzers.replay import Capacity
+from agentscope.analyzers.timing import JOIN, PARENT, SIBLING, dependencies, retime
+from agentscope.analyzers.whatif import SCHEMA, Speedup, Spans, predict
+from agentscope.cli import main
+
+from .conftest import PYTHON, REPO, child_env
+
+S = 1_000_000_000
+
+
+def _spans(rows: list, tasks: list, **cols) -> Spans:
+    """A Spans table from rows (parent, start_s, end_s, name, stage) with tasks' bounds."""
+    n = len(rows)
+    shares = cols.pop("shares", np.tile([0, 0, 0, 1.0, 0, 0], (n, 1))[:, :len(CLASSES)])
+    T = len(tasks)
+    return Spans(
+        tasks, np.asarray([r[0] for r in rows], dtype=np.int64),
+        np.asarray([int(r[1] * S) for r in rows], dtype=np.int64),
+        np.asarray([int(r[2] * S) for r in rows], dtype=np.int64),
+        np.full(n, None, dtype=object), np.asarray([r[3] for r in rows], dtype=object),
+        np.asarray([r[4] for r in rows], dtype=object),
+        cols.pop("service", np.full(n, "agent", dtype=object)), shares,
+        cols.pop("cpu_ns", np.full(n, -1.0)), cols.pop("queue_ns", np.zeros(n)),
+        np.full(n, None, dtype=object), np.full(n, None, dtype=object),
+        [f"t{t}" for t in range(T)], ["task"] * T, cols.pop("lanes", [None] * T),
+        ["agent"] * T)
+
+
+PARALLEL = [(-1, 0.0, 1.1, "agent", "agent"), (0, 0.05, 1.05, "fetch-a", "tool"),
+            (0, 0.05, 0.75, "fetch-b", "tool")]
+
+
+def test_a_faster_branch_hands_the_path_to_the_other_one():
+    """Two parallel tools of 1.0 s and 0.7 s: making the first twice as fast saves 0.3 s
+    (the other branch now holds the path), where subtracting the saved time says 0.5 s."""
+    p = predict(_spans(PARALLEL, [(0, 3)]), [Speedup.parse("name:fetch-a=2")])
+    t = p.tasks[0]
+    assert t.baseline_s == pytest.approx(1.1)
+    assert t.predicted_s == pytest.approx(0.8)
+    assert t.naive_s == pytest.approx(0.6)
+    assert p.selected_spans == 1
+
+
+def test_sequential_steps_save_what_they_save():
+    rows = [(-1, 0.0, 2.1, "agent", "agent"), (0, 0.0, 1.0, "a", "tool"),
+            (0, 1.0, 2.0, "b", "tool")]
+    p = predict(_spans(rows, [(0, 3)]), ["stage:tool=2"])
+    assert p.tasks[0].predicted_s == pytest.approx(2.1 - 1.0)
+    # the parent's own time (0.1 s after the last tool) is its own: an agent speedup
+    p = predict(_spans(rows, [(0, 3)]), ["name:agent=2"])
+    assert p.tasks[0].predicted_s == pytest.approx(2.05)
+
+
+def test_anchors_join_siblings_and_follow_running_ones():
+    # c starts after a and b ended (a join on both); d starts while c runs, 0.1 s into it
+    rows = [(-1, 0.0, 3.0, "p", "agent"), (0, 0.0, 1.0, "a", "tool"), (0, 0.0, 0.5, "b", "tool"),
+            (0, 1.2, 2.0, "c", "tool"), (0, 1.3, 2.5, "d", "tool")]
+    s = _spans(rows, [(0, 5)])
+    d = s.deps
+    assert (d.s_kind[3], d.s_gap[3]) == (JOIN, int(0.2 * S))
+    assert (d.s_kind[4], d.s_ref[4], d.s_gap[4]) == (SIBLING, 3, int(0.1 * S))
+    # a and b started together: b (ending first) from the parent's start, a with b
+    assert d.s_kind[2] == PARENT and (d.s_kind[1], d.s_ref[1], d.s_gap[1]) == (SIBLING, 2, 0)
+    # a twice as fast: b (0.5 s) now ends last, so c starts at 0.5 + 0.2
+    new_s, new_e = retime(d, np.asarray([1, 0.5, 1, 1, 1]))
+    assert new_s[3] == int(0.7 * S) and new_s[4] == int(0.8 * S)
+    assert new_e[0] == int((0.8 + 1.2 + 0.5) * S)  # d ends 2.0; then the parent's 0.5 s
+
+
+def test_a_child_that_outlives_its_parent_was_not_waited_for():
+    rows = [(-1, 0.0, 1.0, "p", "agent"), (0, 0.2, 5.0, "fire-and-forget", "tool")]
+    p = predict(_spans(rows, [(0, 2)]), ["name:fire-and-forget=10"])
+    assert p.tasks[0].predicted_s == pytest.approx(1.0)
+
+
+def test_a_task_that_followed_another_follows_it_after_the_change():
+    rows = [(-1, 0.0, 1.0, "t1", "task"), (-1, 1.005, 2.0, "t2", "task")]
+    p = predict(_spans(rows, [(0, 1), (1, 2)]), ["stage:task=2"])
+    assert [t.predicted_s for t in p.tasks] == pytest.approx([0.5, 0.4975])
+    assert p.predicted.makespan_s == pytest.approx(0.5 + 0.005 + 0.4975)
+
+
+def test_class_speedup_changes_only_that_part_of_each_span():
+    shares = np.zeros((2, len(CLASSES)))
+    shares[0, CLASSES.index("cpu")] = 1.0
+    shares[1, CLASSES.index("io")] = 0.5
+    shares[1, CLASSES.index("cpu")] = 0.5
+    rows = [(-1, 0.0, 1.0, "agent", "agent"), (0, 0.0, 1.0, "tool", "tool")]
+    p = predict(_spans(rows, [(0, 2)], shares=shares), ["class:io=2"])
+    assert p.tasks[0].predicted_s == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("bad", ["tool=2", "stage:tool", "colour:red=2", "stage:tool=0",
+                                 "stage:tool=x", "class:network=2", "stage:tool=inf"])
+def test_malformed_speedups_say_what_is_wrong(bad):
+    with pytest.raises(ValueError, match="--speedup"):
+        Speedup.parse(bad)
+
+
+def test_globs_select_names():
+    s = Speedup.parse("name:fetch-*=2")
+    assert s.matches(np.asarray(["fetch-a", "fetch-b", "plan", None], dtype=object)).tolist() \
+        == [True, True, False, False]
+
+
+# ---- the replay ---------------------------------------------------------------------------------
+def test_replay_on_one_core_shares_it():
+    """Two tasks computing 1 s each at once, recorded on two cores: on one core both take
+    2 s; on the recorded two, nothing changes."""
+    rows = [(-1, 0.0, 1.0, "t1", "tool"), (-1, 0.0, 1.0, "t2", "tool")]
+    shares = np.zeros((2, len(CLASSES)))
+    shares[:, CLASSES.index("cpu")] = 1.0
+    s = _spans(rows, [(0, 1), (1, 2)], shares=shares, cpu_ns=np.full(2, float(S)))
+    s = Spans(**{**s.__dict__, "host": np.asarray(["h", "h"], dtype=object)})
+    cap = Capacity({"h": 2})
+    one = predict(s, (), cpus=1, capacity=cap)
+    assert [t.predicted_s for t in one.tasks] == pytest.approx([2.0, 2.0])
+    same = predict(s, (), cpus=2, capacity=cap)
+    assert [t.predicted_s for t in same.tasks] == pytest.approx([1.0, 1.0])
+    assert one.naive.mean_s == pytest.approx(2.0)  # the cpu time scaled by 2 / 1
+
+
+def test_replay_with_more_slots_removes_the_queue():
+    """Three requests at a one-slot server, each served 0.2 s: they waited 0, 0.2, 0.4 s.
+    With three slots, none waits."""
+    rows = [(-1, 0.0, 0.2, "req", "inference"), (-1, 0.0, 0.4, "req", "inference"),
+            (-1, 0.0, 0.6, "req", "inference")]
+    shares = np.zeros((3, len(CLASSES)))
+    shares[:, CLASSES.index("cpu")] = [1.0, 0.5, 1 / 3]
+    shares[:, CLASSES.index("queue")] = [0.0, 0.5, 2 / 3]
+    s = _spans(rows, [(0, 1), (1, 2), (2, 3)], shares=shares,
+               queue_ns=np.asarray([0, 0.2 * S, 0.4 * S]),
+               service=np.full(3, "model-server", dtype=object))
+    p = predict(s, (), slots={"model-server": 3})
+    assert [t.predicted_s for t in p.tasks] == pytest.approx([0.2, 0.2, 0.2])
+    assert any("1 slot in the recording" in a for a in p.assumptions)
+    with pytest.raises(ValueError, match="no requests to 'db'"):
+        predict(s, (), slots={"db": 2})
+
+
+# ---- real workloads -----------------------------------------------------------------------------
+def test_real_parallel_branches(trace_dir):
+    """Recorded: an agent that runs two tools at once (0.3 s and 0.2 s); the prediction for
+    the first twice as fast is what the recorded times give, whatever this machine's speed."""
+    with agentscope.task("fan-out"):
+        with agentscope.stage("agent", name="planner"):
+            threads = [threading.Thread(target=_tool, args=(name, s))
+                       for name, s in (("fetch-a", 0.3), ("fetch-b", 0.2))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    agentscope.shutdown()
+    a = agentscope.analyze(trace_dir)
+    spans = {s.name: s for s in a.spans_of([a.task_results[0].trace_id])[
+        a.task_results[0].trace_id]}
+    p = a.whatif("name:fetch-a=2")
+    fa, fb, task = spans["fetch-a"], spans["fetch-b"], a.task_results[0]
+    # the tools ran side by side: the task now ends when the later of the two does, plus the
+    # time the planner and the task spent after the last one ended
+    tail = task.start_ns + task.duration_ns - max(fa.end_ns, fb.end_ns)
+    new_a_end = fa.start_ns + (fa.end_ns - fa.start_ns) / 2
+    expect = max(new_a_end, fb.end_ns) + tail - task.start_ns
+    assert p.tasks[0].predicted_s == pytest.approx(expect / 1e9, abs=2e-6)
+    # the recorded path: fetch-a held it the whole time it ran; the naive figure takes half
+    # of that off, and claims too much
+    assert p.tasks[0].naive_s == pytest.approx(
+        (task.duration_ns - (fa.end_ns - fa.start_ns) / 2) / 1e9, abs=1e-3)
+    assert p.tasks[0].predicted_s > p.tasks[0].naive_s + 0.05
+    assert p.to_dict()["schema"] == SCHEMA
+
+
+def _tool(name: str, seconds: float) -> None:
+    with agentscope.stage("tool", name=name):
+        time.sleep(seconds)
+
+
+def test_real_replay_on_one_core(tmp_path):
+    """Two agents whose tools compute 0.3 s each in child processes, recorded under
+    `agentscope run` (the host's cores sampled): on one core, the later of them cannot end
+    before both tools' CPU time has been spent; on the recorded cores, nothing changes."""
+    out = tmp_path / "traces"
+    r = subprocess.run([PYTHON, "-m", "agentscope.cli", "run", "--trace-dir", str(out),
+                        "--hz", "20", "--no-per-core", "--", PYTHON,
+                        str(REPO / "tests" / "workloads" / "contend.py"), "2", "child"],
+                       env=child_env(CONTEND_WORK_S="0.3"), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    a = agentscope.analyze(out)
+    assert len(a.task_results) == 2
+    cores = a.query("SELECT max(value) AS c FROM samples "
+                    "WHERE metric = 'system.cpu.logical.count'")["c"][0]
+    tools = a.query("SELECT sum(child_cpu_ns) AS c FROM spans WHERE name = 'crunch'")["c"][0]
+    one = a.whatif(cpus=1)
+    first = min(t.start_ns for t in a.task_results)
+    last_end = max(first + (t.predicted_s * 1e9) for t, r in zip(one.tasks, a.task_results))
+    assert one.predicted.mean_s > one.baseline.mean_s
+    assert max(t.start_ns + p.predicted_s * 1e9 for t, p in zip(a.task_results, one.tasks)) \
+        - first >= tools * 0.95
+    assert last_end > 0
+    same = a.whatif(cpus=int(cores))
+    assert [t.predicted_s for t in same.tasks] == pytest.approx(
+        [t.baseline_s for t in same.tasks], abs=1e-6)
+
+
+def test_cli_whatif_json_and_errors(tmp_path):
+    src = REPO / "sample_traces" / "mixed-fleet"
+    db = str(tmp_path / "db.duckdb")
+    r = CliRunner().invoke(main, ["whatif", str(src), "--db", db, "--speedup",
+                                  "stage:tool=2", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["schema"] == SCHEMA
+    for key in ("tasks", "mean_s", "p50_s", "p95_s", "p99_s", "throughput_per_h"):
+        assert key in doc["baseline"] and key in doc["predicted"]
+    assert doc["predicted"]["mean_s"] < doc["baseline"]["mean_s"]
+    assert {"trace_id", "name", "baseline_s", "predicted_s"} <= set(doc["tasks"][0])
+    assert doc["assumptions"]
+    r = CliRunner().invoke(main, ["whatif", str(src), "--db", db, "--speedup", "stage=2"])
+    assert r.exit_code == 2 and "KIND:VALUE=FACTOR" in r.output
+    r = CliRunner().invoke(main, ["whatif", str(src), "--db", db, "--slots", "x"])
+    assert r.exit_code == 2 and "SERVER=N" in r.output
+    r = CliRunner().invoke(main, ["whatif", str(src), "--db", db, "--speedup",
+                                  "stage:tool=2", "--format", "markdown"])
+    assert r.exit_code == 0 and "| mean |" in r.output
