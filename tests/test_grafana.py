@@ -57,10 +57,10 @@ def _wait(what, timeout: float = 30, every: float = 0.2):
 
 @pytest.fixture(scope="module")
 def trace_dir(tmp_path_factory):
-    """The sample traces (50 tasks, with host counters) plus a GPU and a model server's
-    counters over the minutes of one of them (queue-behind-batch). No GPU and no vLLM exist
-    here: those two series are written for this test (busy, then idle; a queue), in the
-    collectors' own sample format, so that every panel has something to show."""
+    """The sample traces (50 tasks, with host counters; queue-behind-batch with its model
+    server's vLLM metrics, scraped as it ran) plus a GPU's counters over the minutes of that
+    recording. No GPU exists here: that series is written for this test (busy, then idle),
+    in the collectors' own sample format, so that every panel has something to show."""
     d = tmp_path_factory.mktemp("served") / "trace"
     shutil.copytree(REPO / "sample_traces", d, ignore=shutil.ignore_patterns(".agentscope"))
     first = last = None
@@ -78,13 +78,7 @@ def trace_dir(tmp_path_factory):
                               0.9 if busy else 0.0),
                  SampleRecord(t, "vm", None, "gpu.nvidia", "gpu0", "hw.gpu.memory.usage", 30e9),
                  SampleRecord(t, "vm", None, "gpu.nvidia", "gpu0", "hw.gpu.memory.limit", 80e9),
-                 SampleRecord(t, "vm", None, "gpu.nvidia", "gpu0", "hw.gpu.power", 350.0),
-                 SampleRecord(t, "vm", None, "model_server", "127.0.0.1:8000",
-                              "model_server.requests.waiting", float(k % 4)),
-                 SampleRecord(t, "vm", None, "model_server", "127.0.0.1:8000",
-                              "model_server.requests.running", 1.0),
-                 SampleRecord(t, "vm", None, "model_server", "127.0.0.1:8000",
-                              "model_server.kv_cache.usage", 0.5)]
+                 SampleRecord(t, "vm", None, "gpu.nvidia", "gpu0", "hw.gpu.power", 350.0)]
         t += 100_000_000
         k += 1
     (d / "samples-vm-1-1-gpu-fixture.jsonl").write_text(
@@ -146,6 +140,13 @@ def test_metrics_follow_prometheus_naming_and_carry_the_analysis(trace_dir):
     assert path == pytest.approx(sum(t.duration_ns for t in analysis.task_results) / 1e9, rel=1e-6)
     assert families["hw_gpu_utilization_ratio"].samples[0].labels["device"] == "gpu0"
     assert "agentscope_gpu_idle_ratio" in families  # the GPU counters joined the analysis
+    # the model server's metrics are the ones recorded with queue-behind-batch (the model
+    # server panels of the hosts dashboard read them)
+    server = json.loads((SCENARIO / "scenario.json").read_text())["runs"][-1]["model_server"]
+    for name in ("model_server_requests_running", "model_server_requests_waiting",
+                 "model_server_kv_cache_usage_ratio"):
+        got = families[name].samples
+        assert got and {x.labels["device"] for x in got} == {urllib.parse.urlparse(server).netloc}
 
 
 def _prometheus(tmp_path: Path, target: str, job: str, honor: bool = False):

@@ -56,9 +56,10 @@ def machine() -> dict:
 def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
         hz: float = 10.0, quiet: bool = False) -> int:
     """Record scenario ``name`` into ``out`` (its agent run under ``agentscope run``, so the
-    host and process-tree counters are sampled at ``hz``; a scenario made with
-    ``collect=False`` runs alone, its spans the whole recording); returns the agent's exit
-    code (0, or :data:`UNAVAILABLE` when this machine cannot produce it)."""
+    host and process-tree counters are sampled at ``hz``, and a scenario made with
+    ``model_server=True`` has its model server's vLLM metrics scraped too; a scenario made
+    with ``collect=False`` runs alone, its spans the whole recording); returns the agent's
+    exit code (0, or :data:`UNAVAILABLE` when this machine cannot produce it)."""
     from .._version import __version__
 
     if name not in catalogue():
@@ -69,10 +70,13 @@ def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
     command = [sys.executable, "-m", "agentscope.scenarios.workloads", name,
                "--tasks", str(tasks), "--load", str(load)]
     started = datetime.datetime.now(datetime.timezone.utc)
+    scraped = _model_server_scrape() if chosen.collect and chosen.model_server else None
     if chosen.collect:
         code = subprocess.run(
             [sys.executable, "-m", "agentscope.cli", "run", "--trace-dir", str(out),
-             "--hz", str(hz), "--no-per-core", "--", *command],
+             "--hz", str(hz), "--no-per-core",
+             *(() if scraped is None else ("--model-server", scraped[1])), "--", *command],
+            env=None if scraped is None else {**os.environ, **scraped[0]},
             stdout=subprocess.DEVNULL if quiet else None).returncode
     else:  # the trace directory as `agentscope run` gives it, and no sampler anywhere
         env = {k: v for k, v in os.environ.items() if k != "AGENTSCOPE_COLLECT"}
@@ -82,6 +86,7 @@ def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
     meta = {"scenario": name, "expect": chosen.expect, "about": chosen.about,
             "tasks": tasks, "load": load, "hz": hz if chosen.collect else None,
             "collect": chosen.collect,
+            **({} if scraped is None else {"model_server": scraped[1]}),
             "started": started.isoformat(timespec="seconds"),
             "seconds": round((datetime.datetime.now(datetime.timezone.utc) - started)
                              .total_seconds(), 2),
@@ -97,6 +102,22 @@ def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
             previous = []
     runs.write_text(json.dumps({"runs": previous + [meta]}, indent=2) + "\n")
     return code
+
+
+def _model_server_scrape() -> tuple:
+    """(environment, metrics URL) for a scenario's model server: a port free now on
+    127.0.0.1, which the server (started later, by the agent) is told to listen on, so that
+    ``agentscope run --model-server`` knows what to scrape before anything listens there (its
+    first scrapes fail, and it goes on). Another process could take the port in between; on
+    a development machine that is a rare, visible failure (the server does not start)."""
+    import socket
+
+    from .services import PORT_VARIABLE
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {PORT_VARIABLE: str(port)}, f"http://127.0.0.1:{port}/metrics"
 
 
 def record(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,

@@ -4,10 +4,15 @@
   waiting, like a remote API or a search service under load. Not instrumented (a third
   party's).
 * ``model-server``: an "LLM" with a fixed number of slots on the CPU. A request waits for a
-  slot, then decodes its tokens (a real matrix-vector product per token, numpy). Its spans
-  join the caller's trace (W3C ``traceparent``) and report the queue time the way vLLM does
-  (``gen_ai.latency.time_in_queue`` on one span per request): a span labelled ``inference``
-  that may really have spent its time queued. It writes its own truth (slot wait, compute).
+  slot (first come, first served), then decodes its tokens (a real matrix-vector product per
+  token, numpy). Its spans join the caller's trace (W3C ``traceparent``) and report the queue
+  time the way vLLM does (``gen_ai.latency.time_in_queue`` on one span per request): a span
+  labelled ``inference`` that may really have spent its time queued; the span also names the
+  requests that held the slots meanwhile (``agentscope.queue.held_by``). ``GET /metrics``
+  answers vLLM's Prometheus metrics (see :class:`ServerMetrics`), any other ``GET`` its
+  ``/info``. It writes its own truth (slot wait, compute). It listens on
+  ``AGENTSCOPE_MODEL_SERVER_PORT`` when that is set (a scenario scraped by ``agentscope run
+  --model-server`` must know the port before the server starts), else on a free port.
 * ``lock-db PATH SECONDS``: holds an exclusive lock on a SQLite database for that long, like
   a migration or a long writer: readers wait on the database.
 * ``llm-server``: a scripted OpenAI-compatible model endpoint (``/v1/chat/completions``,
@@ -32,7 +37,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 
 class Service:
@@ -93,15 +98,17 @@ def post_json(url: str, payload: dict, timeout: float = 60) -> dict:
 
 
 class JSONHandler(http.server.BaseHTTPRequestHandler):
-    """Replies with JSON and keeps the console quiet."""
+    """Replies with JSON (or other bytes) and keeps the console quiet."""
 
-    def reply_json(self, payload: dict) -> None:
-        body = json.dumps(payload).encode()
+    def reply(self, body: bytes, content_type: str) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def reply_json(self, payload: dict) -> None:
+        self.reply(json.dumps(payload).encode(), "application/json")
 
     def log_message(self, *args: object) -> None:
         pass
@@ -112,10 +119,12 @@ class _Server(http.server.ThreadingHTTPServer):
     request_queue_size = 128
 
 
-def _serve(handler: type) -> None:
+def _serve(handler: type, port: int = 0) -> None:
+    """Serve on 127.0.0.1:``port`` (0: a free one) until SIGTERM; the first line printed
+    is the URL (what :class:`Service` reads)."""
     import signal
 
-    httpd = _Server(("127.0.0.1", 0), handler)
+    httpd = _Server(("127.0.0.1", port), handler)
 
     def stop(signum: int, frame: object) -> None:
         threading.Thread(target=httpd.shutdown).start()
@@ -147,12 +156,152 @@ class Model:
         self.w = (rng.standard_normal((hidden, hidden)) / hidden ** 0.5).astype(np.float32)
         self.np = np
 
-    def decode(self, prompt_tokens: int, max_tokens: int) -> float:
+    def decode(self, prompt_tokens: int, max_tokens: int,
+               on_token: Optional[Callable[[], None]] = None) -> float:
+        """Generate ``max_tokens`` tokens; ``on_token`` is called after each (the server
+        counts them for its KV-cache gauge and times the first)."""
         np = self.np
         state = np.full(self.w.shape[0], (prompt_tokens % 97) / 97.0, dtype=np.float32)
         for _ in range(max_tokens):
             state = np.tanh(self.w @ state)
+            if on_token is not None:
+                on_token()
         return float(state[0])
+
+
+MODEL_NAME = "cpu-mlp-768"
+# the nominal KV cache: what one slot holds, a 32k-token context (a batch generation here
+# runs to some 20,000 tokens at ~30 µs a token); the usage gauge is the running requests'
+# tokens, prompt and generated so far, over slots × this
+KV_TOKENS_PER_SLOT = 32768
+# the queue-time and time-to-first-token buckets: this server's requests take milliseconds
+# to seconds, not vLLM's minutes (the names and labels are vLLM's, the buckets our own)
+LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                   30.0, 60.0)
+PORT_VARIABLE = "AGENTSCOPE_MODEL_SERVER_PORT"  # the port the model server listens on
+QUEUE_RESOURCE = "agentscope.queue.resource"
+QUEUE_HELD_BY = "agentscope.queue.held_by"
+
+
+class Request:
+    """One request at the model server: whose (its trace id) and how many tokens it holds
+    in the KV cache."""
+
+    __slots__ = ("trace_id", "prompt_tokens", "generated")
+
+    def __init__(self, trace_id: str, prompt_tokens: int) -> None:
+        self.trace_id = trace_id
+        self.prompt_tokens = prompt_tokens
+        self.generated = 0  # written by its own handler thread only; read by scrapes
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.generated
+
+
+class Slots:
+    """The server's ``n`` slots, first come first served, and who holds them.
+
+    Besides handing out slots (as a semaphore would), it remembers, for each request waiting,
+    the trace ids of every request that held a slot at any moment of its wait: the ones
+    holding when it arrived and each one that got a slot before it did. That is what a span
+    can say about *why* it queued (``agentscope.queue.held_by``), and what the scrape's
+    running/waiting gauges count. One condition guards it all."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._cond = threading.Condition()
+        self._holding: dict = {}  # Request -> None, in the order they got a slot
+        self._waiting: dict = {}  # Request -> {trace id: None} seen holding, in arrival order
+
+    def acquire(self, req: Request) -> list:
+        """Wait for a slot; returns the trace ids that held one while ``req`` waited
+        (empty if a slot was free and nobody was ahead)."""
+        with self._cond:
+            seen = self._waiting[req] = dict.fromkeys(r.trace_id for r in self._holding)
+            waited = False
+            while len(self._holding) >= self.n or next(iter(self._waiting)) is not req:
+                waited = True
+                self._cond.wait()
+            del self._waiting[req]
+            self._holding[req] = None
+            for others in self._waiting.values():
+                others[req.trace_id] = None
+            self._cond.notify_all()  # with free slots left, the next in line may go too
+        return list(seen) if waited else []
+
+    def release(self, req: Request) -> None:
+        with self._cond:
+            del self._holding[req]
+            self._cond.notify_all()
+
+    def snapshot(self) -> tuple:
+        """(requests running, requests waiting, tokens the running ones hold)."""
+        with self._cond:
+            return (len(self._holding), len(self._waiting),
+                    sum(r.tokens for r in self._holding))
+
+
+class ServerMetrics:
+    """What ``GET /metrics`` answers: vLLM's metric names, with its ``model_name`` label, so
+    that ``agentscope run --model-server`` (collectors/modelserver.py) scrapes this server as
+    it would a vLLM: the gauges ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
+    ``vllm:kv_cache_usage_perc`` (0..1, see :data:`KV_TOKENS_PER_SLOT`), the counter
+    ``vllm:num_preemptions_total`` (always 0: a request keeps its slot to the end) and the
+    histograms ``vllm:request_queue_time_seconds`` and ``vllm:time_to_first_token_seconds``
+    (from arrival to the first token computed). The gauges are read from the slots at each
+    scrape."""
+
+    def __init__(self, slots: Slots) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.slots = slots
+        self.registry = CollectorRegistry()
+        self.registry.register(self)  # the gauges: collect() below
+        label = ["model_name"]
+        self._queue = Histogram("vllm:request_queue_time_seconds", "Time spent waiting for a "
+                                "slot", label, registry=self.registry,
+                                buckets=LATENCY_BUCKETS).labels(MODEL_NAME)
+        self._ttft = Histogram("vllm:time_to_first_token_seconds", "Time from arrival to the "
+                               "first token", label, registry=self.registry,
+                               buckets=LATENCY_BUCKETS).labels(MODEL_NAME)
+        Counter("vllm:num_preemptions", "Requests preempted (never, here)", label,
+                registry=self.registry).labels(MODEL_NAME)
+
+    def queued(self, seconds: float) -> None:
+        self._queue.observe(seconds)
+
+    def first_token(self, seconds: float) -> None:
+        self._ttft.observe(seconds)
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        running, waiting, tokens = self.slots.snapshot()
+        kv = min(1.0, tokens / (self.slots.n * KV_TOKENS_PER_SLOT))
+        for name, about, value in (
+                ("vllm:num_requests_running", "Requests holding a slot", running),
+                ("vllm:num_requests_waiting", "Requests waiting for a slot", waiting),
+                ("vllm:kv_cache_usage_perc", "KV cache in use, 0..1 (nominal: "
+                 f"{KV_TOKENS_PER_SLOT} tokens a slot)", kv)):
+            family = GaugeMetricFamily(name, about, labels=["model_name"])
+            family.add_metric([MODEL_NAME], value)
+            yield family
+
+    def exposition(self) -> tuple:
+        """(body, content type) of a scrape."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def queue_attributes(held_by: list) -> dict:
+    """The span attributes that say which resource a request queued for, and who held it
+    meanwhile (absent when it did not wait)."""
+    attrs: dict = {QUEUE_RESOURCE: "model-server"}
+    if held_by:
+        attrs[QUEUE_HELD_BY] = held_by
+    return attrs
 
 
 def model_server(slots: int) -> None:
@@ -169,11 +318,15 @@ def model_server(slots: int) -> None:
     t0 = time.perf_counter()
     model.decode(1, 200)
     per_token_s = (time.perf_counter() - t0) / 200
-    slot = threading.Semaphore(slots)
+    board = Slots(slots)
+    metrics = ServerMetrics(board)
 
     class Handler(JSONHandler):
         def do_GET(self) -> None:  # noqa: N802
-            self.reply_json({"per_token_s": per_token_s, "slots": slots})
+            if urllib.parse.urlparse(self.path).path == "/metrics":
+                self.reply(*metrics.exposition())
+            else:
+                self.reply_json({"per_token_s": per_token_s, "slots": slots})
 
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -181,28 +334,43 @@ def model_server(slots: int) -> None:
             try:
                 # one span per request, as vLLM's: it covers the wait for a slot too, and
                 # says how long that was in gen_ai.latency.time_in_queue
-                with agentscope.stage("inference", name="llm_request", model="cpu-mlp-768",
+                with agentscope.stage("inference", name="llm_request", model=MODEL_NAME,
                                       input_tokens=body.get("prompt_tokens", 0),
                                       output_tokens=body["max_tokens"]) as span:
+                    req = Request(f"{span.get_span_context().trace_id:032x}",
+                                  body.get("prompt_tokens", 0))
                     t0 = time.perf_counter()
-                    slot.acquire()
+                    held_by = board.acquire(req)
                     t1 = time.perf_counter()
+                    metrics.queued(t1 - t0)
                     try:
-                        model.decode(body.get("prompt_tokens", 0), body["max_tokens"])
+                        model.decode(req.prompt_tokens, body["max_tokens"],
+                                     _token_counter(req, metrics, t0))
                     finally:
-                        slot.release()
+                        board.release(req)
                     t2 = time.perf_counter()
                     span.set_attribute("gen_ai.latency.time_in_queue", t1 - t0)
+                    span.set_attributes(queue_attributes(held_by))
                 rec.span(span, {"queue": t1 - t0, "cpu": t2 - t1})
             finally:
                 otel_context.detach(token)
             self.reply_json({"queue_s": t1 - t0, "compute_s": t2 - t1})
 
     try:
-        _serve(Handler)
+        _serve(Handler, int(os.environ.get(PORT_VARIABLE) or 0))
     finally:
         rec.close()
         agentscope.shutdown()
+
+
+def _token_counter(req: Request, metrics: ServerMetrics, arrived: float) -> Callable[[], None]:
+    """What the decode loop calls after each token: the request's count grows (the KV-cache
+    gauge), and the first one's time since arrival is the time to first token."""
+    def token() -> None:
+        req.generated += 1
+        if req.generated == 1:
+            metrics.first_token(time.perf_counter() - arrived)
+    return token
 
 
 def lock_db(path: str, seconds: float) -> None:

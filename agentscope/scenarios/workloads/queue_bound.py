@@ -63,7 +63,7 @@ def _model_call(ctx: Ctx, ledger: dict, url: str, tokens: int) -> None:
 
 @scenario("queue-behind-batch", "queue", "online requests stuck behind batch requests at a "
           "one-slot model server that reports queue time the way vLLM does (its span is "
-          "labelled inference)")
+          "labelled inference; its vLLM metrics are scraped)", model_server=True)
 def queue_behind_batch(ctx: Ctx) -> None:
     with Service("model-server", "1", env={"OPENBLAS_NUM_THREADS": "1",
                                            "AGENTSCOPE_SCENARIO": ctx.name}) as server:

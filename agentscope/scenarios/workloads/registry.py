@@ -25,10 +25,15 @@ class Scenario:
     # recorded with the counters sampled (under ``agentscope run``); False: spans only, as an
     # agent traced without a collector is
     collect: bool = True
+    # its agent starts the model server (services.py), and the recording scrapes that
+    # server's vLLM metrics too (``agentscope run --model-server``): the port is chosen
+    # before the agent starts and handed down in AGENTSCOPE_MODEL_SERVER_PORT
+    model_server: bool = False
 
 
-def scenario(name: str, expect: str, about: str, collect: bool = True) -> Callable:
+def scenario(name: str, expect: str, about: str, collect: bool = True,
+             model_server: bool = False) -> Callable:
     def register(fn: Callable[["Ctx"], None]) -> Callable[["Ctx"], None]:
-        SCENARIOS[name] = Scenario(name, expect, about, fn, collect)
+        SCENARIOS[name] = Scenario(name, expect, about, fn, collect, model_server)
         return fn
     return register
