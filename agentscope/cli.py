@@ -292,6 +292,53 @@ def whatif(trace_dir: str, speedup: tuple, cpus: "int | None", slots: tuple, fmt
 
 @main.command()
 @_trace_dir
+@click.option("--price", "prices", multiple=True, metavar="RESOURCE=USD",
+              help="A price: gpu=USD per GPU-hour, cpu=USD per core-hour, mem=USD per "
+                   "GB-hour (repeatable). Without prices, costs are in resource-seconds.")
+@click.option("--gpu-target", type=click.FloatRange(0, 1, min_open=True), default=0.8,
+              show_default=True, help="The GPU busy share to size the cores per GPU for.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]),
+              default="table", show_default=True, help="Output format.")
+@_db_option
+def plan(trace_dir: str, prices: tuple, gpu_target: float, fmt: str, db: "str | None") -> None:
+    """The capacity view of SOURCE: keep a GPU-centric CPU:GPU ratio or move toward 1:1,
+    how busy the GPU can be, how many cores per GPU, what a task costs.
+
+    Orchestration and tool share of the critical paths with the background articles' rule of
+    thumb; the GPU's ceiling (Amdahl) beside its measured busy share; CPU core-seconds per
+    GPU-busy second and the cores per GPU for --gpu-target; resource-seconds, energy and cost
+    per task and per lane; each lane's latency; time online tasks waited behind batch work
+    at a server. Figures that need a GPU say so. See docs/whatif.md.
+
+    \b
+    Examples:
+        agentscope plan traces/
+        agentscope plan traces/ --price gpu=2.5 --price cpu=0.04 --price mem=0.005
+        agentscope plan traces/ --gpu-target 0.9 --format json
+    """
+    from .analyzers.plan import parse_price
+
+    try:
+        parsed = [f"{k}={v}" for k, v in (parse_price(p) for p in prices)]
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    analysis = _analysis(trace_dir, db)
+    doc = analysis.plan(parsed, gpu_target)
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
+    elif fmt == "markdown":
+        from .exporters.plan_view import markdown as plan_markdown
+
+        click.echo(plan_markdown(doc), nl=False)
+    else:
+        from .exporters.plan_view import text as plan_text
+
+        click.echo(plan_text(doc), nl=False)
+    sys.exit(1 if analysis.problems else 0)
+
+
+@main.command()
+@_trace_dir
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=str),
               required=True, help="Where to write the report (one self-contained file).")
 @_db_option

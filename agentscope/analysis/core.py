@@ -247,6 +247,20 @@ class Analysis:
             speedup = [speedup]
         return whatif(self, speedup, cpus, slots)
 
+    def plan(self, prices: "Sequence[str] | dict | None" = None,
+             gpu_target: float = 0.8) -> dict:
+        """The capacity view: orchestration and tool share of the critical paths with the
+        background articles' CPU:GPU rule of thumb, the GPU's ceiling (Amdahl) beside its
+        measured busy share, CPU core-seconds per GPU-busy second and the cores per GPU that
+        keep a GPU ``gpu_target`` busy, resource-seconds, energy and (with ``prices``:
+        ``["gpu=2.5", "cpu=0.04", "mem=0.005"]`` or a dict, USD per GPU-hour, core-hour,
+        GB-hour) cost per task and per lane, each lane's latency, and the time online tasks
+        waited behind batch work at a server. Returns the ``agentscope.plan/v1`` document
+        (docs/whatif.md); figures that need a GPU are None and named in ``needs_gpu``."""
+        from .plan import capacity_plan
+
+        return capacity_plan(self, prices, gpu_target)
+
     # ---- the store behind it ------------------------------------------------------------------
     def query(self, statement: str) -> "pd.DataFrame":
         """Run one read-only SQL statement over the store (tables ``spans``, ``samples``;

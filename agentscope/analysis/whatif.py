@@ -14,7 +14,8 @@ from ..analyzers.whatif import Prediction, Spans, predict, speedups
 
 
 def spans_for_prediction(store: Any) -> tuple:
-    """(:class:`Spans` of every task in ``store``, the recorded :class:`Capacity`)."""
+    """(:class:`Spans` of every task in ``store``, the recorded :class:`Capacity`, the
+    store's :meth:`~agentscope.store.duckdb_store.Store.span_roles`)."""
     series = store.counter_series(METRICS)
     trees = store.process_trees()
     counted = series is not None or trees is not None
@@ -53,8 +54,8 @@ def spans_for_prediction(store: Any) -> tuple:
         np.asarray(inp.name, dtype=object), stage, roles["service"], shares,
         np.where(own_cpu >= 0, own_cpu, -1.0),
         np.asarray(inp.queue_s, dtype=np.float64) * 1e9, roles["queue_resource"], host,
-        ids, names, lanes, services)
-    return spans, Capacity(store.host_cores())
+        ids, names, lanes, services, np.asarray(inp.model_s, dtype=np.float64) * 1e9)
+    return spans, Capacity(store.host_cores()), roles
 
 
 def whatif(analysis: Any, speedup: Sequence = (), cpus: Optional[int] = None,
@@ -68,5 +69,5 @@ def whatif(analysis: Any, speedup: Sequence = (), cpus: Optional[int] = None,
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"slots {name}={n!r}: a whole number of at least 1")
     with analysis._store.open() as store:
-        spans, capacity = spans_for_prediction(store)
+        spans, capacity, _ = spans_for_prediction(store)
     return predict(spans, changes, cpus, slots, capacity)

@@ -115,6 +115,7 @@ class Spans:
     task_name: list
     task_lane: list
     task_service: list
+    model_ns: Any = None  # server-reported model compute (prefill + decode) in it
 
     def __len__(self) -> int:
         return len(self.parent)

@@ -241,6 +241,14 @@ class Store:
             out[name] = data
         return out
 
+    def plan_resources(self) -> list:
+        """(what, host, device, value) rows: each host's memory (``memory``, bytes) and the
+        energy (``gpu_energy``/``cpu_energy``, J) each device used over the analysed tasks'
+        time (store/sql/plan_resources.sql; needs a saved analysis)."""
+        return self._x(sql("plan_resources.sql"), {
+            "memory_limit": mn.SYSTEM_MEMORY_LIMIT, "gpu_energy": mn.HW_GPU_ENERGY,
+            "cpu_energy": getattr(mn, "HW_CPU_ENERGY", "hw.cpu.energy")})
+
     def host_cores(self) -> dict:
         """{host: logical CPUs} of every host the host sampler recorded
         (store/sql/host_cores.sql)."""
