@@ -316,7 +316,7 @@ def plan(trace_dir: str, prices: tuple, gpu_target: float, fmt: str, db: "str | 
         agentscope plan traces/ --price gpu=2.5 --price cpu=0.04 --price mem=0.005
         agentscope plan traces/ --gpu-target 0.9 --format json
     """
-    from .analyzers.plan import parse_price
+    from .analysis import parse_price
 
     try:
         parsed = [f"{k}={v}" for k, v in (parse_price(p) for p in prices)]

@@ -10,6 +10,7 @@ SOURCE_HOST_CPU = "host.cpu"
 SOURCE_HOST_PRESSURE = "host.pressure"
 SOURCE_HOST_MEMORY = "host.memory"
 SOURCE_HOST_IO = "host.io"
+SOURCE_HOST_ENERGY = "host.energy"  # RAPL through /sys/class/powercap (collectors/rapl.py)
 SOURCE_PROCESS_TREE = "process.tree"
 SOURCE_GPU_NVIDIA = "gpu.nvidia"
 SOURCE_MODEL_SERVER = "model_server"
@@ -46,6 +47,11 @@ SYSTEM_DISK_IO_WRITE = "system.disk.io.write"
 SYSTEM_DISK_UTILIZATION = "system.disk.utilization"
 SYSTEM_NETWORK_IO_RECEIVE = "system.network.io.receive"
 SYSTEM_NETWORK_IO_TRANSMIT = "system.network.io.transmit"
+
+# ---- host.energy: RAPL (/sys/class/powercap), per package zone (``device`` = package-N) ------
+# J, cumulative like hw.gpu.energy: the kernel's counter at the first sample, then never going
+# backwards across its wraparound; a task's energy is the difference of the values at its ends
+HW_CPU_ENERGY = "hw.cpu.energy"
 
 # ---- process.tree: per member process (``pid`` set) -------------------------------------------
 PROCESS_CPU_UTILIZATION = "process.cpu.utilization"
@@ -138,6 +144,7 @@ UNITS: dict[str, str] = {
     HW_GPU_MEMORY_LIMIT: "By",
     HW_GPU_POWER: "W",
     HW_GPU_ENERGY: "J",
+    HW_CPU_ENERGY: "J",
     HW_GPU_CLOCK_SM: "MHz",
     HW_GPU_CLOCK_MEMORY: "MHz",
     HW_GPU_IO_TRANSMIT: "By/s",

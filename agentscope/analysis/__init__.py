@@ -20,6 +20,7 @@ and the engine apart). See docs/analysis.md.
 from .checking import CheckResult, check
 from .core import MEMORY, Analysis, Progress, analyze, source_state
 from .document import SCHEMA, iso_time
+from .plan import parse_price
 
 __all__ = ["Analysis", "CheckResult", "MEMORY", "Progress", "SCHEMA", "analyze", "check",
-           "iso_time", "source_state"]
+           "iso_time", "parse_price", "source_state"]

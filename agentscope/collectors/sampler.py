@@ -45,6 +45,7 @@ from ..metric_names import (
     AGENTSCOPE_PYTHON_LOOP_LAG,
     SOURCE_COLLECTOR,
     SOURCE_GPU_NVIDIA,
+    SOURCE_HOST_ENERGY,
     SOURCE_PROCESS_TREE,
     SOURCE_PYTHON,
 )
@@ -437,15 +438,20 @@ def _after_fork(ref: "weakref.ref[Sampler]") -> None:
 
 def default_sources(pid: Optional[int] = None, *, root: str = "/proc", per_core: bool = True,
                     gpus: bool = True, nvml: object = None,
-                    model_servers: Iterable[str] = ()) -> tuple:
+                    model_servers: Iterable[str] = (), sys_root: str = "/sys") -> tuple:
     """The sources that work on this machine: (sources, [(name, reason) absent])."""
     from .base import SourceUnavailable
     from .gpu import NvidiaGPU
     from .host import host_sources
     from .modelserver import PrometheusEndpoint
     from .proctree import ProcessTree
+    from .rapl import RaplEnergy
 
     sources, absent = host_sources(root, per_core)
+    try:  # CPU energy: RAPL zones readable here (mostly root only), else absent
+        sources.append(RaplEnergy(sys_root))
+    except SourceUnavailable as e:
+        absent.append((SOURCE_HOST_ENERGY, str(e)))
     if pid is not None:
         try:
             sources.append(ProcessTree(pid, root))
