@@ -239,3 +239,42 @@ def test_cli_whatif_json_and_errors(tmp_path):
     r = CliRunner().invoke(main, ["whatif", str(src), "--db", db, "--speedup",
                                   "stage:tool=2", "--format", "markdown"])
     assert r.exit_code == 0 and "| mean |" in r.output
+
+
+def test_what_would_help_is_the_best_predictions_in_every_report(tmp_path):
+    """The reports' suggestions are predictions the user can run again with `whatif`: the same
+    figures, best first; hostile names stay inert in them."""
+    from agentscope.exporters.html_report import build
+    from agentscope.exporters.table import markdown
+
+    a = agentscope.analyze(REPO / "sample_traces" / "cpu", str(tmp_path / "db.duckdb"))
+    helps = a.suggestions
+    assert 1 <= len(helps) <= 3
+    assert [p.gain for p in helps] == sorted((p.gain for p in helps), reverse=True)
+    first = helps[0]
+    again = a.whatif(first.change["speedups"], cpus=first.change["cpus"],
+                     slots=first.change["slots"])
+    assert again.predicted.mean_s == pytest.approx(first.predicted.mean_s)
+    md = markdown(a)
+    assert "What would help" in md and md.count("\n- ") >= len(helps)
+    assert len(build(a)["help"]) == len(helps)
+    r = CliRunner().invoke(main, ["analyze", str(REPO / "sample_traces" / "cpu"), "--db",
+                                  str(tmp_path / "db.duckdb")])
+    assert "What would help" in r.output
+
+
+def test_hostile_names_in_suggestions_stay_inert(trace_dir):
+    with agentscope.task("t"):
+        with agentscope.stage("tool", name="[bold]x\x1b[2J<img src=x onerror=alert(1)>"):
+            time.sleep(0.05)
+    agentscope.shutdown()
+    from agentscope.exporters.table import markdown
+    from agentscope.exporters.views import help_lines
+
+    a = agentscope.analyze(trace_dir)
+    lines = help_lines(a)
+    assert lines and not any("\x1b" in line for line in lines)
+    md = markdown(a)
+    import re
+
+    assert not re.search(r"(?<!\\)<img", md) and "\x1b" not in md

@@ -247,6 +247,22 @@ class Analysis:
             speedup = [speedup]
         return whatif(self, speedup, cpus, slots)
 
+    @functools.cached_property
+    def suggestions(self) -> tuple:
+        """What would help most: the three changes with the largest predicted gain in mean
+        task latency (a stage, span name or class holding much of the critical paths twice as
+        fast, one more slot at a server whose requests queued, twice the cores where the
+        paths computed), best first, as :class:`~agentscope.analyzers.whatif.Prediction`
+        objects (the reports' "what would help" section). Made once per analysis."""
+        from ..analyzers.whatif import what_would_help
+        from .whatif import spans_for_prediction
+
+        if not self.task_results:
+            return ()
+        with self._store.open() as store:
+            spans, capacity, _ = spans_for_prediction(store)
+        return tuple(what_would_help(spans, capacity))
+
     def plan(self, prices: "Sequence[str] | dict | None" = None,
              gpu_target: float = 0.8) -> dict:
         """The capacity view: orchestration and tool share of the critical paths with the

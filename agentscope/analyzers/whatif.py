@@ -390,3 +390,89 @@ def _naive_capacity(spans: Spans, start: Any, end: Any, cpus: Optional[int], slo
                           length * shares[row, CLASSES.index("queue")], 0.0)
         added += np.bincount(trace, queued * (rec / n - 1.0), T)
     return np.rint(added).astype(np.int64)
+
+
+# ---- what would help -----------------------------------------------------------------------
+# a change is proposed for a stage, span name or class holding at least this share of all
+# critical-path time; names: the few holding most
+PROPOSE_MIN_SHARE = 0.05
+PROPOSE_NAMES = 3
+PROPOSE_FACTOR = 2.0
+
+
+def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
+    """The ``top`` changes with the largest predicted gain in mean task latency, best first
+    (:class:`Prediction` each; only those that gain at least 0.5 %): each stage, class and
+    span name holding much of the critical paths made twice as fast, one more slot at each
+    server whose requests queued, and twice the cores where the paths computed."""
+    from .replay import recorded_slots, requests_to
+
+    if not len(spans) or not spans.bounds:
+        return []
+    w = _walk(spans, spans.start, spans.end)
+    span = np.asarray(w.span, dtype=np.int64)
+    length = (np.asarray(w.end, dtype=np.int64) - np.asarray(w.start, dtype=np.int64)).astype(
+        np.float64)
+    total = float(length.sum())
+    if total <= 0:
+        return []
+    on = span >= 0
+    rows = span[on]
+    held = length[on]
+    options: list = []
+
+    def by(values: Any, kind: str, limit: Optional[int] = None) -> None:
+        tally: dict = {}
+        for v, t in zip(np.asarray(values, dtype=object)[rows].tolist(), held.tolist()):
+            if v is not None:
+                tally[v] = tally.get(v, 0.0) + t
+        ranked = sorted(tally.items(), key=lambda kv: -kv[1])
+        for v, t in ranked[:limit]:
+            if t / total >= PROPOSE_MIN_SHARE and not (kind == "name" and any(
+                    ch in str(v) for ch in "*?[")):
+                options.append(([Speedup(kind, str(v), PROPOSE_FACTOR)], None, None))
+
+    by(spans.stage, "stage")
+    by(spans.name, "name", PROPOSE_NAMES)
+    shares = np.asarray(spans.shares, dtype=np.float64)
+    path_cls = (shares[rows] * held[:, None]).sum(axis=0) if len(rows) else np.zeros(
+        len(CLASSES))
+    for k, c in enumerate(CLASSES):
+        # queueing is a matter of capacity (slots), not speed; untraced time is unknown
+        if c not in ("untraced", "queue") and path_cls[k] / total >= PROPOSE_MIN_SHARE:
+            options.append(([Speedup("class", c, PROPOSE_FACTOR)], None, None))
+    queued = np.asarray(spans.queue_ns, dtype=np.float64) > 0
+    for server in sorted({s for s in np.asarray(spans.service, dtype=object)[queued].tolist()
+                          if s is not None}):
+        reqs = np.flatnonzero(requests_to(spans, server))
+        if len(reqs):
+            options.append(([], None, {server: recorded_slots(spans, reqs) + 1}))
+    cores = sorted(set((capacity.cores if capacity is not None else {}).values()))
+    cpu_share = path_cls[CLASSES.index("cpu")] / total
+    if cores and cpu_share >= PROPOSE_MIN_SHARE:
+        options.append(([], 2 * max(cores), None))
+    out = []
+    for changes, cpus, slots in options:
+        try:
+            p = predict(spans, changes, cpus, slots, capacity)
+        except ValueError:
+            continue
+        if p.gain >= 0.005:
+            out.append(p)
+    out.sort(key=lambda p: -p.gain)
+    return out[:top]
+
+
+def describe(p: Prediction) -> str:
+    """A change in words: 'tool spans twice as fast', 'one more slot at model-server'."""
+    parts = []
+    for s in p.change["speedups"]:
+        sp = Speedup.parse(s)
+        what = {"stage": f"{sp.value} spans", "name": f"'{sp.value}'",
+                "class": f"{sp.value} time", "service": f"service {sp.value}"}[sp.kind]
+        parts.append(f"{what} {'twice' if sp.factor == 2 else f'{sp.factor:g}x'} as fast")
+    if p.change.get("cpus") is not None:
+        parts.append(f"{p.change['cpus']} cores per host")
+    for k, v in p.change.get("slots", {}).items():
+        parts.append(f"{v} slots at {k}")
+    return ", ".join(parts)

@@ -37,7 +37,7 @@ from ..analysis import Analysis, iso_time
 from ..analyzers.evidence import CLASSES
 from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
                                  guess_warning, partial_words, section_assumed)
-from .views import typical_tasks
+from .views import help_lines, typical_tasks
 
 SCHEMA = "agentscope.report/v1"
 COLOURS = {"gpu": "#b04fc8", "cpu": "#d9534f", "memory": "#e0a400", "io": "#2a9fd6",
@@ -163,6 +163,8 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
         "warning": guess_warning(analysis.summary),
         "partial": partial_words(analysis.summary),
         "gpu": summary.get("gpu") or {},
+        # the changes with the largest predicted gain (agentscope whatif)
+        "help": help_lines(analysis),
         "by_stage": by_stage,
         "by_lane": by_lane,
         "assumed_by_stage": assumed_by_stage,

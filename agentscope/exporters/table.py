@@ -16,8 +16,8 @@ from ..analyzers.evidence import CLASSES
 from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
                                  guess_warning, partial_words, section_assumed)
 from ..analysis import Analysis
-from .views import (assumed_shares, assumed_words, bar, bottleneck_counts, inert, marked,
-                    path_rows, typical_tasks)
+from .views import (assumed_shares, assumed_words, bar, bottleneck_counts, help_lines, inert,
+                    marked, path_rows, typical_tasks)
 
 COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue",
            "untraced": "bright_black"}
@@ -93,6 +93,12 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
                   + (f" (lower case: {ASSUMED_LEGEND})" if lower else ""))
     if marks:
         console.print(f"{ASSUMED_MARK} {ASSUMED_LEGEND}", markup=False, highlight=False)
+    helps = help_lines(analysis)
+    if helps:
+        console.print("[bold]What would help[/] (predicted from the critical paths: "
+                      "agentscope whatif, docs/whatif.md)")
+        for line in helps:
+            console.print(f"  {inert(line)}", markup=False, highlight=False)
     _problems(list(analysis.problems), console)
 
 
@@ -242,6 +248,10 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
         lines[legend_at:legend_at] = [
             f"{star} {ASSUMED_LEGEND}" + (f" ({_md(words)})" if words else "")
             + ("; in the timelines, its bar in lower case" if lower else "") + ".", ""]
+    helps = help_lines(analysis)
+    if helps:
+        lines += ["", "**What would help** (predicted from the critical paths; "
+                      "`agentscope whatif`):", ""] + [f"- {_md(line)}" for line in helps]
     if problems:
         lines += ["", f"{len(problems)} input problems, e.g. {_md(problems[0])}"]
     return "\n".join(lines) + "\n"

@@ -110,3 +110,27 @@ def bar(start_s: float, end_s: float, total_s: float, width: int, fill: str) -> 
     b = max(int(round(end_s / total_s * width)), a + 1)
     a, b = min(max(a, 0), width - 1), min(b, width)
     return " " * a + fill * (b - a) + " " * (width - b)
+
+
+def what_would_help(analysis: Any) -> list:
+    """The analysis' suggestions (:attr:`~agentscope.analysis.Analysis.suggestions`) as rows
+    the reports share: {change, gain, mean_s, p95_s, throughput_per_h}, each figure a
+    (recorded, predicted) pair."""
+    from ..analyzers.whatif import describe
+
+    rows = []
+    for p in analysis.suggestions:
+        rows.append({"change": describe(p), "gain": round(p.gain, 4),
+                     "mean_s": (p.baseline.mean_s, p.predicted.mean_s),
+                     "p95_s": (p.baseline.p95_s, p.predicted.p95_s),
+                     "throughput_per_h": (p.baseline.throughput_per_h,
+                                          p.predicted.throughput_per_h)})
+    return rows
+
+
+def help_lines(analysis: Any) -> list:
+    """:func:`what_would_help` in words, one line per change."""
+    return [f"{r['change']}: mean {r['mean_s'][0]:.3f} → {r['mean_s'][1]:.3f} s "
+            f"({-r['gain']:+.0%}), p95 {r['p95_s'][0]:.3f} → {r['p95_s'][1]:.3f} s, "
+            f"{r['throughput_per_h'][0]:.0f} → {r['throughput_per_h'][1]:.0f} tasks/h"
+            for r in what_would_help(analysis)]

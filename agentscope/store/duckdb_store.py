@@ -247,7 +247,7 @@ class Store:
         time (store/sql/plan_resources.sql; needs a saved analysis)."""
         return self._x(sql("plan_resources.sql"), {
             "memory_limit": mn.SYSTEM_MEMORY_LIMIT, "gpu_energy": mn.HW_GPU_ENERGY,
-            "cpu_energy": getattr(mn, "HW_CPU_ENERGY", "hw.cpu.energy")})
+            "cpu_energy": mn.HW_CPU_ENERGY})
 
     def host_cores(self) -> dict:
         """{host: logical CPUs} of every host the host sampler recorded

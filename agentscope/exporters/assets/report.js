@@ -110,6 +110,14 @@
       f.appendChild(el("p", { "class": "note" }, "GPU " + name + ": busy " + pct(g.busy) + ", idle " +
         pct(g.idle) + " of " + secs(g.measured_s) + (w ? "; while it was idle the critical paths were in: " + w : "")));
     });
+    if ((D.help || []).length) {
+      var help = el("div", { id: "help" });
+      help.appendChild(el("h3", {}, "What would help (predicted from the critical paths)"));
+      var ul = el("ul", {});
+      D.help.forEach(function (line) { ul.appendChild(el("li", {}, line)); });
+      help.appendChild(ul);
+      f.appendChild(help);
+    }
     var grid = el("div", { "class": "grid" });
     grid.appendChild(breakdown("By stage", D.by_stage, D.assumed_by_stage));
     grid.appendChild(breakdown("By lane", D.by_lane, D.assumed_by_lane));
