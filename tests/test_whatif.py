@@ -276,3 +276,27 @@ def test_hostile_names_in_suggestions_stay_inert(trace_dir):
     assert lines and not any("\x1b" in line for line in lines)
     helped = markdown(a).split("What would help")[1]
     assert "<img" not in helped.replace("\\<img", "") and "\x1b" not in helped
+
+
+def test_nothing_changed_gives_every_recorded_time_back(tmp_path):
+    """Re-timed with nothing sped up, every span of the shipped traces (fan-outs, overlaps,
+    abutting and zero-length children, several roots, fire-and-forget) starts and ends when it
+    did; the replay at the recorded capacity predicts the recording too."""
+    from agentscope.analysis.whatif import spans_for_prediction
+
+    a = agentscope.analyze(REPO / "sample_traces", str(tmp_path / "db.duckdb"))
+    with a._store.open() as store:
+        spans, capacity, _ = spans_for_prediction(store)
+    d = spans.deps
+    new_s, new_e = retime(d, np.ones(len(spans)))
+    rows = np.concatenate([np.arange(lo, hi) for lo, hi in spans.bounds])
+    assert np.array_equal(new_s[rows], np.asarray(d.start)[rows])
+    assert np.array_equal(new_e[rows], np.asarray(d.end)[rows])
+    cores = max(capacity.cores.values())
+    p = predict(spans, (), cpus=cores, capacity=capacity)
+    assert [t.predicted_s for t in p.tasks] == pytest.approx([t.baseline_s for t in p.tasks])
+    # a sample of the tasks is the same tasks, their spans copied out
+    half = spans.every(2)
+    assert half.task_id == spans.task_id[::2]
+    assert [t.predicted_s for t in predict(half, ["stage:tool=2"]).tasks] == pytest.approx(
+        [t.predicted_s for t in predict(spans, ["stage:tool=2"]).tasks][::2])

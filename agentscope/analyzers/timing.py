@@ -219,41 +219,40 @@ def retime(deps: Deps, scale: Any) -> tuple:
     scl = sc.tolist()
     new_s = [0.0] * total
     new_e = [0.0] * total
-    pm_count: dict = {}
-    pm_val: dict = {}
+    # per parent: how many of its ended children (in the order found) the running max of
+    # their new ends covers, and that max (a JOIN's prefixes only grow, in evaluation order)
+    pm_k = [0] * total
+    pm_v = [0.0] * total
     par, done = deps.parent, deps.done
-
-    def join(p: int, m: int) -> float:
-        k = pm_count.get(p, 0)
-        v = pm_val.get(p, float("-inf"))
-        seq = done[p]
-        while k < m:
-            x = new_e[seq[k]]
-            if x > v:
-                v = x
-            k += 1
-        pm_count[p], pm_val[p] = k, v
-        return v
-
-    def base(kind: int, ref: int, p: int) -> float:
-        if kind == PARENT:
-            return new_s[ref]
-        if kind == JOIN:
-            return join(p, ref)
-        if kind == SIBLING:
-            return new_s[ref]
-        if kind == FOLLOW:
-            return new_e[ref]
-        return 0.0  # ARRIVAL: the gap is the absolute time
-
     s_kind, s_ref, s_gap = deps.s_kind, deps.s_ref, deps.s_gap
     e_kind, e_ref, e_gap = deps.e_kind, deps.e_ref, deps.e_gap
     for op in deps.ops:
         if op >= 0:
-            p = par[op]
-            own = scl[p] if p >= 0 and s_kind[op] in (PARENT, JOIN, SIBLING) else 1.0
-            new_s[op] = base(s_kind[op], s_ref[op], p) + s_gap[op] * own
+            i, kind = op, s_kind[op]
+            ref, p = s_ref[i], par[i]
+            own = scl[p] if kind <= SIBLING and p >= 0 else 1.0
+            gap = s_gap[i]
         else:
             i = ~op
-            new_e[i] = base(e_kind[i], e_ref[i], i) + e_gap[i] * scl[i]
+            kind, ref, p = e_kind[i], e_ref[i], i
+            own, gap = scl[i], e_gap[i]
+        if kind == PARENT or kind == SIBLING:
+            b = new_s[ref]
+        elif kind == JOIN:
+            k = pm_k[p]
+            if k < ref:
+                seq = done[p]
+                v = max(new_e[x] for x in seq[k:ref])
+                b = v if k == 0 or v > pm_v[p] else pm_v[p]
+                pm_k[p], pm_v[p] = ref, b
+            else:
+                b = pm_v[p]
+        elif kind == FOLLOW:
+            b = new_e[ref]
+        else:  # ARRIVAL: the gap is the absolute time
+            b = 0.0
+        if op >= 0:
+            new_s[i] = b + gap * own
+        else:
+            new_e[i] = b + gap * own
     return np.rint(new_s).astype(np.int64), np.rint(new_e).astype(np.int64)

@@ -122,8 +122,38 @@ class Spans:
 
     @functools.cached_property
     def deps(self) -> Deps:
+        """What each span waited for (:func:`.timing.dependencies`), made once."""
         return dependencies(self.parent, self.start, self.end, self.bounds,
                             self.task_service, self.task_lane)
+
+    def every(self, step: int) -> "Spans":
+        """Every ``step``-th task, its spans copied out."""
+        keep = list(range(0, len(self.bounds), max(step, 1)))
+        rows = np.concatenate([np.arange(*self.bounds[t]) for t in keep]) if keep else \
+            np.zeros(0, dtype=np.int64)
+        bounds, at = [], 0
+        shift = np.zeros(len(rows), dtype=np.int64)
+        for t in keep:
+            lo, hi = self.bounds[t]
+            bounds.append((at, at + hi - lo))
+            shift[at:at + hi - lo] = at - lo
+            at += hi - lo
+        parent = np.asarray(self.parent, dtype=np.int64)[rows]
+        parent = np.where(parent >= 0, parent + shift, -1)
+        pick = (lambda xs: [xs[t] for t in keep])
+        fields = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            fields[f.name] = v if v is None or isinstance(v, list) else np.asarray(v)[rows]
+        fields.update(bounds=bounds, parent=parent, task_id=pick(self.task_id),
+                      task_name=pick(self.task_name), task_lane=pick(self.task_lane),
+                      task_service=pick(self.task_service))
+        return Spans(**fields)
+
+    @functools.cached_property
+    def recorded_walk(self) -> Any:
+        """The critical paths of the recorded times, walked once."""
+        return walk_many(self.parent, self.start, self.end, self.kind, self.bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,11 +318,11 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
 
     # the paths, before and after
     shares = np.asarray(spans.shares, dtype=np.float64)
-    before = _path_classes(spans, base_s[:n], base_e[:n], shares)
+    before = _path_classes(spans, spans.start, spans.end, shares)
     after = _path_classes(spans, new_s[:n], new_e[:n], shares)
-    naive_saved = _naive_saved(spans, base_s[:n], base_e[:n], scale)
+    naive_saved = _naive_saved(spans, spans.start, spans.end, scale)
     if replayed:
-        naive_saved = naive_saved - _naive_capacity(spans, base_s[:n], base_e[:n], cpus,
+        naive_saved = naive_saved - _naive_capacity(spans, spans.start, spans.end, cpus,
                                                     slots or {}, capacity)
     naive_d = np.maximum(b_dur - naive_saved, 0)
 
@@ -320,6 +350,8 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
 
 
 def _walk(spans: Spans, start: Any, end: Any) -> Any:
+    if start is spans.start and end is spans.end:
+        return spans.recorded_walk
     return walk_many(spans.parent, start, end, spans.kind, spans.bounds)
 
 
@@ -398,6 +430,9 @@ def _naive_capacity(spans: Spans, start: Any, end: Any, cpus: Optional[int], slo
 PROPOSE_MIN_SHARE = 0.05
 PROPOSE_NAMES = 3
 PROPOSE_FACTOR = 2.0
+# above this many spans, the proposals are judged on every k-th task (the reports stay quick
+# on large fleets; `agentscope whatif` always predicts every task)
+PROPOSE_MAX_SPANS = 100_000
 
 
 def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
@@ -409,6 +444,13 @@ def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
 
     if not len(spans) or not spans.bounds:
         return []
+    in_tasks = sum(hi - lo for lo, hi in spans.bounds)
+    step = -(-in_tasks // PROPOSE_MAX_SPANS)
+    sampled = None
+    if step > 1:
+        sampled = (f"judged on every {step}th task ({-(-len(spans.bounds) // step)} of "
+                   f"{len(spans.bounds)}): `agentscope whatif` predicts them all")
+        spans = spans.every(step)
     w = _walk(spans, spans.start, spans.end)
     span = np.asarray(w.span, dtype=np.int64)
     length = (np.asarray(w.end, dtype=np.int64) - np.asarray(w.start, dtype=np.int64)).astype(
@@ -458,6 +500,8 @@ def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
         except ValueError:
             continue
         if p.gain >= 0.005:
+            if sampled:
+                p = dataclasses.replace(p, assumptions=p.assumptions + (sampled,))
             out.append(p)
     out.sort(key=lambda p: -p.gain)
     return out[:top]
