@@ -163,8 +163,10 @@ class _Sim:
             for r in rows.tolist():
                 self.server_of[r] = name
                 self.queue_cut[r] = queue[r]
-        self.new_s = list(map(float, deps.start))
-        self.new_e = list(map(float, deps.end))
+        # times relative to the first arrival (exact in float64, unlike ns since the epoch)
+        self.origin = deps.origin
+        self.new_s = [float(x - deps.origin) for x in deps.start]
+        self.new_e = [float(x - deps.origin) for x in deps.end]
         self.now = 0.0
         self.timers: list = []
         self.seq = 0
@@ -195,7 +197,8 @@ class _Sim:
                 heapq.heappush(self.join_wait.setdefault(owner, []), (ref, self.seq, op))
                 self.seq += 1
         self._loop()
-        return (np.rint(self.new_s).astype(np.int64), np.rint(self.new_e).astype(np.int64))
+        return (np.rint(self.new_s).astype(np.int64) + self.origin,
+                np.rint(self.new_e).astype(np.int64) + self.origin)
 
     def _gap(self, op: int) -> tuple:
         """(own time ns, whose) before ``op`` fires, with the queueing a request's server

@@ -67,6 +67,9 @@ class Deps:
     ops: list
     task_rows: list  # per task: its virtual row
     roots: list  # per task: its root rows
+    # the first arrival (ns): an ARRIVAL's gap counts from it, so that times stay exact in
+    # float64 (ns since the epoch do not)
+    origin: int = 0
 
     def own_ns(self) -> np.ndarray:
         """Each span's own time as the anchors count it: the gaps that are its own (the
@@ -117,10 +120,11 @@ def dependencies(parent: Any, start: Any, end: Any, bounds: list, services: Any 
 
     # the tasks: at their arrival, or after the task they followed
     order = sorted(range(T), key=lambda t: (st[n + t], t))
+    origin = st[n + order[0]] if order else 0
     last_end: dict = {}  # (service, lane) -> [(end, task)] of tasks already arrived
     for t in order:
         v = n + t
-        s_kind[v], s_gap[v] = ARRIVAL, st[v]
+        s_kind[v], s_gap[v] = ARRIVAL, st[v] - origin
         if services is not None:
             key = (services[t], lanes[t] if lanes is not None else None)
             best = None
@@ -135,7 +139,7 @@ def dependencies(parent: Any, start: Any, end: Any, bounds: list, services: Any 
     # cycles (a span its own ancestor) were cut by the store; any row not reached is left
     # where it was: evaluate it last, from its recorded times
     return Deps(n, par, st, en, s_kind, s_ref, s_gap, e_kind, e_ref, e_gap, done, ops,
-                [n + t for t in range(T)], roots)
+                [n + t for t in range(T)], roots, origin)
 
 
 def _anchor_children(p: int, children: list, st: list, en: list, s_kind: list, s_ref: list,
@@ -212,13 +216,15 @@ def _order(tasks: list, n: int, kids: list, st: list, en: list) -> list:
 
 def retime(deps: Deps, scale: Any) -> tuple:
     """New (start, end) per row (numpy int64, ``n + tasks`` rows) when each span's own time
-    is multiplied by ``scale`` (per row, the first ``n``; virtual tasks keep theirs)."""
+    is multiplied by ``scale`` (per row, the first ``n``; virtual tasks keep theirs). Rows
+    no task reaches keep their recorded times."""
     total = len(deps.parent)
     sc = np.ones(total, dtype=np.float64)
     sc[: deps.n] = np.asarray(scale, dtype=np.float64)
     scl = sc.tolist()
-    new_s = [0.0] * total
-    new_e = [0.0] * total
+    origin = deps.origin
+    new_s = [float(x - origin) for x in deps.start]
+    new_e = [float(x - origin) for x in deps.end]
     # per parent: how many of its ended children (in the order found) the running max of
     # their new ends covers, and that max (a JOIN's prefixes only grow, in evaluation order)
     pm_k = [0] * total
@@ -255,4 +261,5 @@ def retime(deps: Deps, scale: Any) -> tuple:
             new_s[i] = b + gap * own
         else:
             new_e[i] = b + gap * own
-    return np.rint(new_s).astype(np.int64), np.rint(new_e).astype(np.int64)
+    return (np.rint(new_s).astype(np.int64) + origin,
+            np.rint(new_e).astype(np.int64) + origin)
