@@ -82,6 +82,10 @@ class AnalysisInput:
     child_own_cpu: Any  # float64: their own CPU, without their descendants' (-1: none)
     workers_cpu: Any  # float64: CPU of the jobs it handed to worker threads, net of children's
     thread_cpu: Any  # int64: CPU of its thread over the whole span (-1: not measured)
+    error: Any  # bool: its status is error
+    # bool: it ended in a timeout: error, and its status message, an exception event's
+    # exception.type or its error.type attribute names one (analyzers/reliability.py)
+    timeout: Any
     host: Optional[Any] = None  # object: only with counters
 
     def __len__(self) -> int:

@@ -19,6 +19,10 @@
 -- for them); otherwise it is a root itself. Orphans never adopt each other (siblings under
 -- one missing parent ran beside each other, not inside). Either way it keeps its trace id
 -- and service (orphan marks it).
+-- error and timeout: its status is error; and it ended in a timeout (error, and its status
+-- message, the exception.type of one of its events or its error.type attribute names one:
+-- TimeoutError, socket.timeout, ReadTimeout, "timed out", DEADLINE_EXCEEDED, ...). The
+-- events and attributes are read for failed spans only (analyzers/reliability.py).
 -- host_code feeds the counter rules; the store leaves it out (SELECT * EXCLUDE) when it has
 -- no counter samples to join. It is the span's host as its 1-based position in $hosts (0:
 -- none).
@@ -43,7 +47,17 @@ WITH raw AS (
                  '$."agentscope.children.run_delay_ns"',
                  '$."agentscope.children.own_cpu_ns"',
                  '$."server.port"', '$."url.full"'])
-        END AS a
+        END AS a,
+        coalesce(status = 'error', false) AS error,
+        CASE WHEN status = 'error' THEN coalesce(regexp_matches(concat_ws(' ',
+            status_message,
+            CASE WHEN attrs IS NOT NULL AND attrs <> '{}'
+                 THEN try(json_extract_string(attrs, '$."error.type"')) END,
+            CASE WHEN events IS NOT NULL AND events <> '[]'
+                 THEN try(array_to_string(json_extract_string(
+                          events, '$[*].attrs."exception.type"'), ' ')) END),
+            '(?i)timeout|timed out|deadline[ _]?exceeded'), false)
+        ELSE false END AS timeout
     FROM spans
 ),
 base AS (
@@ -164,6 +178,7 @@ SELECT s.idx, s.trace_no,
     coalesce(TRY_CAST(s.attr_child_own_cpu AS DOUBLE), -1) AS child_own_cpu,
     greatest(s.workers_cpu_ns - coalesce(k.kid_workers, 0), 0) AS workers_cpu,
     coalesce(s.thread_cpu_ns, -1) AS thread_cpu,
+    s.error, s.timeout,
     -- for the counters of the span's host: the host as its 1-based position in $hosts
     coalesce(list_position($hosts::VARCHAR[], s.host), 0) AS host_code
 FROM linked s
