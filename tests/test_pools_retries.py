@@ -342,3 +342,36 @@ def test_a_recorded_timeout_retried_once(tmp_path):
     # the failed attempt held the path all its time: lost to the timeout, and retried
     assert retry_ns.tolist() == [first_len]
     assert timeout_ns.tolist() == [first_len + upstream_len]
+
+
+def test_timeouts_and_retries_reach_the_results(tmp_path):
+    """A tool that times out and is retried: its time is in the task's timeout_s and retry_s,
+    in the summary's shares, the JSON report and the terminal and Markdown reports."""
+    from click.testing import CliRunner
+
+    from agentscope.cli import main
+    from agentscope.exporters.table import markdown
+
+    d = tmp_path / "t"
+    agentscope.init(d, service="retrying", flush_interval_s=0.1)
+    with agentscope.task("flaky"):
+        for attempt in range(2):
+            try:
+                with agentscope.stage("tool", name="fetch"):
+                    time.sleep(0.1)
+                    if attempt == 0:
+                        raise TimeoutError("timed out")
+                break
+            except TimeoutError:
+                pass
+    agentscope.shutdown()
+    a = agentscope.analyze(d)
+    t = a.task_results[0]
+    assert t.timeout_ns >= 0.1e9 and t.retry_ns == t.timeout_ns
+    assert a.summary.timeout_share == pytest.approx(t.timeout_ns / t.duration_ns, abs=1e-4)
+    assert a.tasks["timeout_s"][0] == pytest.approx(t.timeout_ns / 1e9)
+    doc = json.loads(a.to_json())
+    assert doc["tasks"][0]["retry_s"] == pytest.approx(t.retry_ns / 1e9, abs=1e-6)
+    assert doc["summary"]["retry_share"] == a.summary.retry_share
+    assert "lost: " in markdown(a)
+    assert "to timeouts" in CliRunner().invoke(main, ["analyze", str(d)]).output

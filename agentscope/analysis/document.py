@@ -61,5 +61,8 @@ def _task(t: Any, critical_path: list) -> dict:
         "bottleneck_assumed": bottleneck_assumed(t),
         "evidence": list(t.evidence),
         "spans": t.spans,
+        # critical-path seconds lost to timeouts and to retried failures
+        "timeout_s": round(t.timeout_ns / 1e9, 9),
+        "retry_s": round(t.retry_ns / 1e9, 9),
         "critical_path": critical_path,
     }

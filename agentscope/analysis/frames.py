@@ -16,7 +16,7 @@ from ..analyzers.verdict import bottleneck_assumed
 TASK_COLUMNS = ("trace_id", "name", "lane", "service", "start", "duration_s", "bottleneck",
                 "confidence", "measured_share", *(f"share_{c}" for c in CLASSES),
                 "orchestration_s", "spans", "evidence", "bottleneck_assumed",
-                *(f"assumed_{c}" for c in CLASSES))
+                *(f"assumed_{c}" for c in CLASSES), "timeout_s", "retry_s")
 SECTION_COLUMNS = ("trace_id", "seq", "span_id", "name", "stage", "start_s", "end_s",
                    "duration_s", "class", "confidence", "basis",
                    *(f"share_{c}" for c in CLASSES), "evidence")
@@ -47,6 +47,8 @@ def tasks_frame(analysis: Any) -> Any:
     cols["spans"] = [t.spans for t in tasks]
     cols["evidence"] = [list(t.evidence) for t in tasks]
     cols["bottleneck_assumed"] = [bottleneck_assumed(t) for t in tasks]
+    cols["timeout_s"] = [t.timeout_ns / 1e9 for t in tasks]
+    cols["retry_s"] = [t.retry_ns / 1e9 for t in tasks]
     for c in CLASSES:
         cols[f"assumed_{c}"] = [round(t.assumed.get(c, 0.0), 6) for t in tasks]
     return _frame(cols, TASK_COLUMNS, STRINGS)

@@ -29,6 +29,7 @@ from .critical_path import walk_many
 from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_BASIS,
                        SELF_TIME_STAGES, UNTRACED_BASIS, classify, process_confidence)
 from .process_share import ProcessShare, process_share
+from .reliability import lost_time
 from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
                       TaskResult)
 from .threads import thread_facts
@@ -142,6 +143,10 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
         SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis, sec_assumed,
         sec_assumed_cls)
 
+    # time lost to timeouts and to retried failures, on each task's path
+    timeout_ns, retry_ns = lost_time(inp, task, span, start, end, n_tasks)
+    timeout_l, retry_l = timeout_ns.tolist(), retry_ns.tolist()
+
     # the evidence: the spans holding each task's path longest, in words
     tops = _longest_held(task, span, end - start, n_tasks)
     words = sections.evidence.texts_at([k for top in tops for _, _, k in top])
@@ -178,7 +183,7 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
             tuple(evidence),
             LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace],
             round(measured_l[t], 4), orphans_of_trace[trace], span_ids[root],
-            ReadOnlyDict(zip(CLASSES, assumed_rows[t]))))
+            ReadOnlyDict(zip(CLASSES, assumed_rows[t])), int(timeout_l[t]), int(retry_l[t])))
     orphan_roots = int((orphan & (np.asarray(inp.parent_idx) < 0)).sum()) if n else 0
     return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots),
                  proc.warnings)

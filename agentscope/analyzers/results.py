@@ -66,6 +66,10 @@ class TaskResult(NamedTuple):
     # class -> the part of its share (a fraction of the critical path, <= shares[class]) that
     # rests on a stage label or an assumption, not on measurement; read-only
     assumed: Mapping = ReadOnlyDict()
+    # critical-path ns held by timed-out spans, and by failed attempts a same-name sibling
+    # retried (analyzers/reliability.py)
+    timeout_ns: int = 0
+    retry_ns: int = 0
 
 
 class SectionEvidence:
@@ -226,6 +230,9 @@ class Summary:
     # whose bottleneck it is mostly (over half its share) by assumption (a part of bottlenecks)
     assumed_share_of_critical_path: Optional[dict] = None
     assumed_bottlenecks: Optional[dict] = None
+    # share of all critical-path time lost to timeouts / to retried failures
+    timeout_share: float = 0.0
+    retry_share: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("bottlenecks", "share_of_critical_path", "lanes", "gpu", "load",
@@ -245,7 +252,8 @@ class Summary:
                "assumed_bottlenecks": thawed(self.assumed_bottlenecks) or {},
                "lanes": thawed(self.lanes), "spans": self.spans,
                "orphan_spans": self.orphan_spans, "orphan_roots": self.orphan_roots,
-               "spans_off_path": self.spans_off_path}
+               "spans_off_path": self.spans_off_path,
+               "timeout_share": self.timeout_share, "retry_share": self.retry_share}
         if self.gpu is not None:
             out["gpu"] = thawed(self.gpu)
         out["input_problems"] = self.input_problems

@@ -131,7 +131,9 @@ def summarize(tasks: Any, sections: Any = None, orphan_roots: int = 0) -> Summar
         spans_off_path=sum(t.off_path for t in tasks),
         assumed_share_of_critical_path={c: round(v / total, 4) if total else 0.0
                                         for c, v in assumed.items()},
-        assumed_bottlenecks=dict(sorted(assumed_counts.items(), key=lambda kv: -kv[1])))
+        assumed_bottlenecks=dict(sorted(assumed_counts.items(), key=lambda kv: -kv[1])),
+        timeout_share=round(sum(t.timeout_ns for t in tasks) / total, 4) if total else 0.0,
+        retry_share=round(sum(t.retry_ns for t in tasks) / total, 4) if total else 0.0)
 
 
 def evidence_basis(sections: Any) -> dict:

@@ -17,7 +17,7 @@ from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bott
                                  guess_warning, partial_words, section_assumed)
 from ..analysis import Analysis
 from .views import (assumed_shares, assumed_words, bar, bottleneck_counts, help_lines, inert,
-                    marked, path_rows, typical_tasks)
+                    lost_words, marked, path_rows, typical_tasks)
 
 COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue",
            "untraced": "bright_black"}
@@ -68,6 +68,8 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
     marks = False  # whether a task's class below is marked (the legend again, under them)
     for line in gpu_lines(s):
         console.print(inert(line), markup=False, highlight=False)
+    if lost_words(s):
+        console.print(lost_words(s), markup=False, highlight=False)
     for label, t in featured(analysis.task_results):
         marks = _timeline(console, label, t) or marks
     tasks = sorted(analysis.task_results, key=lambda t: -t.duration_ns)
@@ -217,6 +219,7 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
              "| " + " | ".join(_md(cell) for cell in fleet_cells(s)) + " |", ""]
     legend_at = len(lines)  # the mark's legend goes here, when anything is marked
     lines += ["Bottlenecks: " + (bottleneck_counts(s, star) or "none"), "",
+              *([_md(lost_words(s)) + ".", ""] if lost_words(s) else []),
               *[f"- {_md(line)}" for line in gpu_lines(s)], *([""] if s.gpu else []),
               "| task | lane | duration | bottleneck | confidence | main evidence |",
               "|---|---|---:|---|---:|---|"]

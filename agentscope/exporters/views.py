@@ -134,3 +134,13 @@ def help_lines(analysis: Any) -> list:
             f"({-r['gain']:+.0%}), p95 {r['p95_s'][0]:.3f} → {r['p95_s'][1]:.3f} s, "
             f"{r['throughput_per_h'][0]:.0f} → {r['throughput_per_h'][1]:.0f} tasks/h"
             for r in what_would_help(analysis)]
+
+
+def lost_words(summary: Any) -> "str | None":
+    """The critical-path time lost to timeouts and to retried failures, in words (None: none)."""
+    parts = []
+    if summary.timeout_share:
+        parts.append(f"{summary.timeout_share:.1%} to timeouts")
+    if summary.retry_share:
+        parts.append(f"{summary.retry_share:.1%} to failed attempts that were retried")
+    return ("critical-path time lost: " + ", ".join(parts)) if parts else None
