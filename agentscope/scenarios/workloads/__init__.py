@@ -29,6 +29,7 @@ from .registry import SCENARIOS, Scenario, Unavailable, scenario
 # isort: off
 from . import cpu_bound, io_bound, queue_bound, memory_bound, hard_cases  # noqa: F401
 from . import attribution_cases, framework_cases  # noqa: F401
+from . import whatif_cases  # noqa: F401
 # isort: on
 
 __all__ = ["SCENARIOS", "Ctx", "Scenario", "Unavailable", "scenario"]
