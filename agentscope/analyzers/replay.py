@@ -111,9 +111,18 @@ def replay(spans: Any, scale: Any, cpus: Optional[int], slots: dict,
         notes.append(f"{name}: {len(rows)} requests; {rec} slot{'s' if rec != 1 else ''} in "
                      f"the recording (the most served at once), replayed with {n_slots}; "
                      "first come, first served")
-    base = _Sim(spans, np.ones(len(spans)), base_cores if cpus is not None else None,
+    # the cores are modelled when they change, and when only slots do but the recording's
+    # cores are known: more requests served at once share the same cores
+    known = all(c is not None for c in base_cores.values())
+    model_cpu = cpus is not None or (bool(servers) and known)
+    if cpus is None and model_cpu:
+        notes.append("the recorded cores (" + ", ".join(sorted(
+            {str(c) for c in base_cores.values()})) + ") are shared by what runs at once, "
+            "the servers' computing too")
+    base = _Sim(spans, np.ones(len(spans)), base_cores if model_cpu else None,
                 {k: (r, rec) for k, (r, rec, _) in servers.items()}).run()
-    new_cores = {h: cpus for h in host_keys} if cpus is not None else None
+    new_cores = {h: cpus for h in host_keys} if cpus is not None else \
+        (base_cores if model_cpu else None)
     new = _Sim(spans, scale, new_cores,
                {k: (r, want) for k, (r, _, want) in servers.items()}).run()
     return base, new, notes

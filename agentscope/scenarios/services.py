@@ -304,7 +304,7 @@ def queue_attributes(held_by: list) -> dict:
     return attrs
 
 
-def model_server(slots: int) -> None:
+def model_server(slots: int, hidden: int = 768) -> None:
     from opentelemetry import context as otel_context
 
     import agentscope
@@ -314,7 +314,7 @@ def model_server(slots: int) -> None:
     agentscope.init(service="model-server")
     rec = Recorder(os.environ.get("AGENTSCOPE_TRACE_DIR", "."),
                    os.environ.get("AGENTSCOPE_SCENARIO", "?"))
-    model = Model()
+    model = Model(hidden)
     t0 = time.perf_counter()
     model.decode(1, 200)
     per_token_s = (time.perf_counter() - t0) / 200
@@ -391,7 +391,8 @@ def main(argv: "list[str] | None" = None) -> None:
     if what == "slow-api":
         slow_api()
     elif what == "model-server":
-        model_server(int(args[1]) if len(args) > 1 else 1)
+        model_server(int(args[1]) if len(args) > 1 else 1,
+                     int(args[2]) if len(args) > 2 else 768)
     elif what == "lock-db":
         lock_db(args[1], float(args[2]))
     elif what == "llm-server":  # the scripted OpenAI-compatible endpoint (llm_server.py)
@@ -400,7 +401,7 @@ def main(argv: "list[str] | None" = None) -> None:
         serve()
     else:
         sys.exit("usage: python -m agentscope.scenarios.services "
-                 "slow-api | model-server [SLOTS] | lock-db PATH SECONDS | llm-server")
+                 "slow-api | model-server [SLOTS [HIDDEN]] | lock-db PATH SECONDS | llm-server")
 
 
 if __name__ == "__main__":
