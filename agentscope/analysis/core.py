@@ -253,11 +253,12 @@ class Analysis:
         task latency (a stage, span name or class holding much of the critical paths twice as
         fast, one more slot at a server whose requests queued, twice the cores where the
         paths computed), best first, as :class:`~agentscope.analyzers.whatif.Prediction`
-        objects (the reports' "what would help" section). Made once per analysis."""
-        from ..analyzers.whatif import what_would_help
+        objects (the reports' "what would help" section). Made once per analysis; judged on
+        a sample of the tasks above 20k spans, left out (empty) above 200k."""
+        from ..analyzers.whatif import PROPOSE_SKIP_ABOVE, what_would_help
         from .whatif import spans_for_prediction
 
-        if not self.task_results:
+        if not self.task_results or self.summary.spans > PROPOSE_SKIP_ABOVE:
             return ()
         with self._store.open() as store:
             spans, capacity, _ = spans_for_prediction(store)

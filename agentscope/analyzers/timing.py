@@ -32,6 +32,7 @@ reference and a gap (own time of the span whose time it is, in ns).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 from typing import Any
 
@@ -70,6 +71,23 @@ class Deps:
     # the first arrival (ns): an ARRIVAL's gap counts from it, so that times stay exact in
     # float64 (ns since the epoch do not)
     origin: int = 0
+
+    @functools.cached_property
+    def plan(self) -> list:
+        """``ops`` as tuples (is_start, row, kind, ref, parent or owner, gap, whose scale:
+        the row whose own time the gap is, or ``len(parent)`` for none): what the re-timing
+        loop reads."""
+        total = len(self.parent)
+        out = []
+        for op in self.ops:
+            if op >= 0:
+                kind, p = self.s_kind[op], self.parent[op]
+                own = p if kind <= SIBLING and p >= 0 else total
+                out.append((True, op, kind, self.s_ref[op], p, self.s_gap[op], own))
+            else:
+                i = ~op
+                out.append((False, i, self.e_kind[i], self.e_ref[i], i, self.e_gap[i], i))
+        return out
 
     def own_ns(self) -> np.ndarray:
         """Each span's own time as the anchors count it: the gaps that are its own (the
@@ -229,37 +247,30 @@ def retime(deps: Deps, scale: Any) -> tuple:
     # their new ends covers, and that max (a JOIN's prefixes only grow, in evaluation order)
     pm_k = [0] * total
     pm_v = [0.0] * total
-    par, done = deps.parent, deps.done
-    s_kind, s_ref, s_gap = deps.s_kind, deps.s_ref, deps.s_gap
-    e_kind, e_ref, e_gap = deps.e_kind, deps.e_ref, deps.e_gap
-    for op in deps.ops:
-        if op >= 0:
-            i, kind = op, s_kind[op]
-            ref, p = s_ref[i], par[i]
-            own = scl[p] if kind <= SIBLING and p >= 0 else 1.0
-            gap = s_gap[i]
-        else:
-            i = ~op
-            kind, ref, p = e_kind[i], e_ref[i], i
-            own, gap = scl[i], e_gap[i]
+    scl.append(1.0)  # the scale of time that is nobody's own (arrivals, follow-ons)
+    done = deps.done
+    for is_start, i, kind, ref, p, gap, own_row in deps.plan:
         if kind == PARENT or kind == SIBLING:
             b = new_s[ref]
         elif kind == JOIN:
             k = pm_k[p]
             if k < ref:
                 seq = done[p]
-                v = max(new_e[x] for x in seq[k:ref])
-                b = v if k == 0 or v > pm_v[p] else pm_v[p]
-                pm_k[p], pm_v[p] = ref, b
-            else:
-                b = pm_v[p]
+                v = pm_v[p] if k else new_e[seq[0]]
+                while k < ref:
+                    x = new_e[seq[k]]
+                    if x > v:
+                        v = x
+                    k += 1
+                pm_k[p], pm_v[p] = k, v
+            b = pm_v[p]
         elif kind == FOLLOW:
             b = new_e[ref]
-        else:  # ARRIVAL: the gap is the absolute time
+        else:  # ARRIVAL: the gap is the time since the origin
             b = 0.0
-        if op >= 0:
-            new_s[i] = b + gap * own
+        if is_start:
+            new_s[i] = b + gap * scl[own_row]
         else:
-            new_e[i] = b + gap * own
+            new_e[i] = b + gap * scl[own_row]
     return (np.rint(new_s).astype(np.int64) + origin,
             np.rint(new_e).astype(np.int64) + origin)

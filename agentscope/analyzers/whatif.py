@@ -432,7 +432,10 @@ PROPOSE_NAMES = 3
 PROPOSE_FACTOR = 2.0
 # above this many spans, the proposals are judged on every k-th task (the reports stay quick
 # on large fleets; `agentscope whatif` always predicts every task)
-PROPOSE_MAX_SPANS = 100_000
+PROPOSE_MAX_SPANS = 20_000
+# above this many spans, the reports leave the proposals out (reading every span again would
+# cost them as much as the analysis itself) and point at `agentscope whatif`
+PROPOSE_SKIP_ABOVE = 200_000
 
 
 def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:

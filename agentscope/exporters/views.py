@@ -130,6 +130,11 @@ def what_would_help(analysis: Any) -> list:
 
 def help_lines(analysis: Any) -> list:
     """:func:`what_would_help` in words, one line per change."""
+    from ..analyzers.whatif import PROPOSE_SKIP_ABOVE
+
+    if analysis.summary.spans > PROPOSE_SKIP_ABOVE:
+        return [f"left out above {PROPOSE_SKIP_ABOVE:,} spans (it would cost as much as the "
+                "analysis): agentscope whatif SOURCE --speedup stage:tool=2 predicts one change"]
     return [f"{r['change']}: mean {r['mean_s'][0]:.3f} → {r['mean_s'][1]:.3f} s "
             f"({-r['gain']:+.0%}), p95 {r['p95_s'][0]:.3f} → {r['p95_s'][1]:.3f} s, "
             f"{r['throughput_per_h'][0]:.0f} → {r['throughput_per_h'][1]:.0f} tasks/h"
