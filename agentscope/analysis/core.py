@@ -254,7 +254,7 @@ class Analysis:
         fast, one more slot at a server whose requests queued, twice the cores where the
         paths computed), best first, as :class:`~agentscope.analyzers.whatif.Prediction`
         objects (the reports' "what would help" section). Made once per analysis; judged on
-        a sample of the tasks above 20k spans, left out (empty) above 200k."""
+        a sample of the tasks above 20k spans, left out (empty) above 100k."""
         from ..analyzers.whatif import PROPOSE_SKIP_ABOVE, what_would_help
         from .whatif import spans_for_prediction
 

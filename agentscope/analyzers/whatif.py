@@ -435,7 +435,7 @@ PROPOSE_FACTOR = 2.0
 PROPOSE_MAX_SPANS = 20_000
 # above this many spans, the reports leave the proposals out (reading every span again would
 # cost them as much as the analysis itself) and point at `agentscope whatif`
-PROPOSE_SKIP_ABOVE = 200_000
+PROPOSE_SKIP_ABOVE = 100_000
 
 
 def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
