@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import agentscope
 from agentscope.analyzers.evidence import CLASSES
 from agentscope.analyzers.replay import Capacity
-from agentscope.analyzers.timing import JOIN, PARENT, SIBLING, dependencies, retime
+from agentscope.analyzers.timing import JOIN, PARENT, SIBLING, retime
 from agentscope.analyzers.whatif import SCHEMA, Speedup, Spans, predict
 from agentscope.cli import main
 

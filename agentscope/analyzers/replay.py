@@ -83,7 +83,6 @@ def replay(spans: Any, scale: Any, cpus: Optional[int], slots: dict,
     ``scale`` on ``cpus`` cores per host and ``slots`` {server: N}, notes): per row of
     ``spans.deps`` (int64 ns)."""
     capacity = capacity or Capacity()
-    deps = spans.deps
     notes = []
     hosts = np.asarray(spans.host, dtype=object)
     host_keys = sorted({h for h in hosts.tolist()}, key=lambda h: (h is None, str(h)))

@@ -140,7 +140,9 @@ class Spans:
             at += hi - lo
         parent = np.asarray(self.parent, dtype=np.int64)[rows]
         parent = np.where(parent >= 0, parent + shift, -1)
-        pick = (lambda xs: [xs[t] for t in keep])
+        def pick(xs: list) -> list:
+            return [xs[t] for t in keep]
+
         fields = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
