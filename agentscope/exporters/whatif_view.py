@@ -32,59 +32,61 @@ def _num(v: float, key: str) -> str:
     return f"{v:.1f}" if key == "throughput_per_h" else f"{v:.3f} s"
 
 
+def _rows(p: Any, limit: int) -> tuple:
+    """What both renderings show: (stats rows (label, recorded, predicted, change, naive),
+    lane rows (lane, tasks, mean, p95, tasks/h: each "before → after"), the most changed
+    tasks)."""
+    stats = []
+    for label, key in _STATS:
+        b, a, n = (getattr(s, key) for s in (p.baseline, p.predicted, p.naive))
+        stats.append((label, _num(b, key), _num(a, key), _pct(b, a), _num(n, key)))
+    lanes = []
+    if len(p.lanes) > 1:
+        for lane, d in p.lanes.items():
+            b, a = d["baseline"], d["predicted"]
+            lanes.append((lane, b.tasks, f"{b.mean_s:.3f} → {a.mean_s:.3f} s",
+                          f"{b.p95_s:.3f} → {a.p95_s:.3f} s",
+                          f"{b.throughput_per_h:.1f} → {a.throughput_per_h:.1f}"))
+    moved = sorted(p.tasks, key=lambda t: t.predicted_s - t.baseline_s)[:limit]
+    return stats, lanes, moved
+
+
 def text(p: Any, limit: int = 20) -> str:
     """The prediction for a terminal."""
+    stats, lanes, moved = _rows(p, limit)
     out = [f"what if: {inert(_change(p))}  ({p.baseline.tasks} tasks, {p.selected_spans} "
            "spans sped up)", ""]
     out.append(f"{'':<12}{'recorded':>14}{'predicted':>14}{'change':>9}{'naive':>14}")
-    for label, key in _STATS:
-        b, a, n = (getattr(s, key) for s in (p.baseline, p.predicted, p.naive))
-        out.append(f"{label:<12}{_num(b, key):>14}{_num(a, key):>14}{_pct(b, a):>9}"
-                   f"{_num(n, key):>14}")
-    if len(p.lanes) > 1:
-        out.append("")
-        out.append("per lane (mean, p95: recorded -> predicted)")
-        for lane, d in p.lanes.items():
-            b, a = d["baseline"], d["predicted"]
-            out.append(f"  {inert(lane):<10} {b.tasks:>4} tasks  mean {b.mean_s:.3f} -> "
-                       f"{a.mean_s:.3f} s  p95 {b.p95_s:.3f} -> {a.p95_s:.3f} s  "
-                       f"{b.throughput_per_h:.1f} -> {a.throughput_per_h:.1f} tasks/h")
-    moved = sorted(p.tasks, key=lambda t: t.predicted_s - t.baseline_s)[:limit]
+    out += [f"{r[0]:<12}{r[1]:>14}{r[2]:>14}{r[3]:>9}{r[4]:>14}" for r in stats]
+    if lanes:
+        out += ["", "per lane (recorded → predicted)"]
+        out += [f"  {inert(lane):<10} {n:>4} tasks  mean {mean}  p95 {p95}  {tput} tasks/h"
+                for lane, n, mean, p95, tput in lanes]
     if moved:
-        out.append("")
-        out.append(f"tasks (most changed first; {len(p.tasks)} in all)")
+        out += ["", f"tasks (most changed first; {len(p.tasks)} in all)"]
         for t in moved:
             path = "" if t.bottleneck_after in (None, t.bottleneck_before) else \
                 f"  path now {t.bottleneck_after}"
             out.append(f"  {inert(t.trace_id)[:16]:<16} {inert(t.name)[:28]:<28} "
-                       f"{t.baseline_s:8.3f} -> {t.predicted_s:8.3f} s{path}")
-    out.append("")
-    out.append("assumptions:")
-    out.extend(f"  - {inert(a)}" for a in p.assumptions)
+                       f"{t.baseline_s:8.3f} → {t.predicted_s:8.3f} s{path}")
+    out += ["", "assumptions:"] + [f"  - {inert(a)}" for a in p.assumptions]
     return "\n".join(out) + "\n"
 
 
 def markdown(p: Any, limit: int = 20) -> str:
     """The prediction as Markdown (a CI step summary, a pull request)."""
+    stats, lanes, moved = _rows(p, limit)
     out = [f"### What if: {_md(_change(p))}", "",
            f"{p.baseline.tasks} tasks, {p.selected_spans} spans sped up.", "",
            "| | recorded | predicted | change | naive |", "|---|---:|---:|---:|---:|"]
-    for label, key in _STATS:
-        b, a, n = (getattr(s, key) for s in (p.baseline, p.predicted, p.naive))
-        out.append(f"| {label} | {_num(b, key)} | {_num(a, key)} | {_pct(b, a)} | "
-                   f"{_num(n, key)} |")
-    if len(p.lanes) > 1:
+    out += ["| " + " | ".join(r) + " |" for r in stats]
+    if lanes:
         out += ["", "| lane | tasks | mean | p95 | tasks/h |", "|---|---:|---:|---:|---:|"]
-        for lane, d in p.lanes.items():
-            b, a = d["baseline"], d["predicted"]
-            out.append(f"| {_md(lane)} | {b.tasks} | {b.mean_s:.3f} → {a.mean_s:.3f} s | "
-                       f"{b.p95_s:.3f} → {a.p95_s:.3f} s | {b.throughput_per_h:.1f} → "
-                       f"{a.throughput_per_h:.1f} |")
-    moved = sorted(p.tasks, key=lambda t: t.predicted_s - t.baseline_s)[:limit]
+        out += [f"| {_md(lane)} | {n} | {mean} | {p95} | {tput} |"
+                for lane, n, mean, p95, tput in lanes]
     if moved:
         out += ["", "| trace | task | recorded | predicted |", "|---|---|---:|---:|"]
-        for t in moved:
-            out.append(f"| `{_md(t.trace_id)}` | {_md(t.name)} | {t.baseline_s:.3f} s | "
-                       f"{t.predicted_s:.3f} s |")
+        out += [f"| `{_md(t.trace_id)}` | {_md(t.name)} | {t.baseline_s:.3f} s | "
+                f"{t.predicted_s:.3f} s |" for t in moved]
     out += ["", "Assumptions:", ""] + [f"- {_md(a)}" for a in p.assumptions]
     return "\n".join(out) + "\n"
