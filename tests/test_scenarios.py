@@ -121,6 +121,33 @@ def test_recorder_writes_what_the_workload_timed(tmp_path):
         rec.span(Span(), {"disk": 1.0})
 
 
+def test_children_the_workload_cannot_reach_take_the_truth_it_names(tmp_path):
+    """A pool.wait span (made by agentscope's pool instrumentation, not the workload) under a
+    step whose own truth is cpu is scored as the queue its workload named for it."""
+    class Ctx:
+        trace_id, span_id = 0xABC, 0x12
+
+    class Span:
+        name = "compress"
+
+        def get_span_context(self):
+            return Ctx
+
+    rec = Recorder(tmp_path, "demo")
+    rec.span(Span(), "cpu")
+    rec.children(Span(), "pool.wait", "queue")
+    rec.task(Span(), {"cpu": 1.0})
+    rec.close()
+    tasks, spans = read_truth(tmp_path)
+    tid, step = f"{0xABC:032x}", f"{0x12:016x}"
+    parents = {(tid, "w1"): step, (tid, step): None}
+    sections = [(tid, "w1", "pool.wait", "queue", 0.5, 0, 0, 0, 0, 1.0, 0),
+                (tid, step, "compress", "tool", 0.5, 0, 1.0, 0, 0, 0, 0)]
+    score = _score([(tid, "compress", 0, "queue", 0.8, {"queue": 0.5, "cpu": 0.5})],
+                   tasks, spans, parents, sections)
+    assert score.time_accuracy == pytest.approx(1.0)
+
+
 def test_a_bad_truth_line_names_its_file_and_line(tmp_path):
     (tmp_path / "truth-1.jsonl").write_text('{"kind": "task", "trace_id": "a", "truth": "io"}\n'
                                             "not json\n")

@@ -67,6 +67,15 @@ class Recorder:
                      "span_id": f"{ctx.span_id:016x}", "name": getattr(span, "name", None),
                      "truth": shares})
 
+    def children(self, span: Any, name: str, truth: str) -> None:
+        """What the time of ``span``'s children named ``name`` was spent on: spans the
+        workload cannot reach (those agentscope's instrumentation makes, such as the
+        ``pool.wait`` of a thread pool's jobs waiting for a worker), whose class it knows by
+        construction."""
+        ctx = span.get_span_context()
+        self._write({"kind": "children", "trace_id": f"{ctx.trace_id:032x}",
+                     "span_id": f"{ctx.span_id:016x}", "name": name, "truth": {truth: 1.0}})
+
     def task(self, span: Any, ledger: dict, why: str = "") -> str:
         """The task of root span ``span`` was limited by the class with the most seconds in
         ``ledger`` (seconds per class on its own longest chain, as the workload timed them);
@@ -91,8 +100,10 @@ def _normalised(shares: dict) -> dict:
 
 
 def read_truth(trace_dir: "str | os.PathLike[str]") -> tuple:
-    """(task truths {trace_id: record}, span truths {(trace_id, span_id): shares}) of every
-    truth file below ``trace_dir``. A bad line raises ValueError naming file and line."""
+    """(task truths {trace_id: record}, span truths {(trace_id, span_id): shares} and
+    {(trace_id, parent span_id, name): shares} for the children a workload named
+    (:meth:`Recorder.children`)) of every truth file below ``trace_dir``. A bad line raises
+    ValueError naming file and line."""
     tasks: dict = {}
     spans: dict = {}
     for path in sorted(Path(trace_dir).rglob(f"{TRUTH_PREFIX}*.jsonl")):
@@ -106,6 +117,8 @@ def read_truth(trace_dir: "str | os.PathLike[str]") -> tuple:
                         tasks[rec["trace_id"]] = rec
                     elif rec["kind"] == "span":
                         spans[(rec["trace_id"], rec["span_id"])] = rec["truth"]
+                    elif rec["kind"] == "children":
+                        spans[(rec["trace_id"], rec["span_id"], rec["name"])] = rec["truth"]
                 except (ValueError, KeyError, TypeError) as e:
                     raise ValueError(f"{path}:{n}: not a truth record ({e})") from e
     return tasks, spans
@@ -274,7 +287,8 @@ def _score(tasks: list, truths: dict, span_truth: dict, parents: dict,
     for trace_id, span_id, name, _, dur, *shares in sections:
         if trace_id not in seen:
             continue
-        truth = _truth_of(trace_id, span_id, span_truth, parents)
+        truth = span_truth.get((trace_id, parents.get((trace_id, span_id)), name)) or \
+            _truth_of(trace_id, span_id, span_truth, parents)
         if not truth:  # a gap, or a span whose workload could not say
             unknown += dur
             continue
