@@ -222,21 +222,6 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
     sys.exit(1 if analysis.problems or not pushed else 0)
 
 
-def _slots(values: tuple) -> dict:
-    """``--slots SERVER=N`` options as a dict (a usage error for a malformed one)."""
-    out = {}
-    for v in values:
-        name, sep, n = v.rpartition("=")
-        try:
-            count = int(n)
-        except ValueError:
-            count = 0
-        if not sep or not name or count < 1:
-            raise click.UsageError(f"--slots wants SERVER=N with N >= 1, not {v!r}")
-        out[name] = count
-    return out
-
-
 @main.command()
 @_trace_dir
 @click.option("--speedup", "speedup", multiple=True, metavar="KIND:VALUE=FACTOR",
@@ -251,7 +236,7 @@ def _slots(values: tuple) -> dict:
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]),
               default="table", show_default=True, help="Output format.")
 @_db_option
-@click.option("--limit", type=int, default=20, show_default=True,
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="Tasks to list in table and markdown output (JSON lists all).")
 def whatif(trace_dir: str, speedup: tuple, cpus: "int | None", slots: tuple, fmt: str,
            db: "str | None", limit: int) -> None:
@@ -271,12 +256,22 @@ def whatif(trace_dir: str, speedup: tuple, cpus: "int | None", slots: tuple, fmt
         agentscope whatif traces/ --cpus 1
         agentscope whatif traces/ --slots model-server=2 --format json
     """
-    slot_map = _slots(slots)
-    analysis = _analysis(trace_dir, db)
-    try:
-        prediction = analysis.whatif(list(speedup), cpus=cpus, slots=slot_map)
+    from .analysis import parse_slots, parse_speedups
+
+    try:  # the options are checked before the traces are read
+        changes, slot_map = parse_speedups(speedup), parse_slots(slots)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    analysis = _analysis(trace_dir, db)
+    if not analysis.task_results:
+        _fail(f"no tasks in {trace_dir} to predict")
+    try:
+        prediction = analysis.whatif(changes, cpus=cpus, slots=slot_map)
+    except ValueError as e:  # e.g. --slots naming a server no span called
+        raise click.UsageError(str(e)) from None
+    for line in prediction.assumptions:
+        if line.startswith("selected no span"):
+            _say(f"agentscope whatif: --speedup {line}")
     if fmt == "json":
         click.echo(json.dumps(prediction.to_dict(), indent=2 if sys.stdout.isatty() else None))
     elif fmt == "markdown":
@@ -323,6 +318,8 @@ def plan(trace_dir: str, prices: tuple, gpu_target: float, fmt: str, db: "str | 
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     analysis = _analysis(trace_dir, db)
+    if not analysis.task_results:
+        _fail(f"no tasks in {trace_dir} to plan for")
     doc = analysis.plan(parsed, gpu_target)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))

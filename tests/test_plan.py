@@ -24,7 +24,7 @@ SAMPLES = REPO / "sample_traces"
 
 def _input(**kw) -> PlanInput:
     base = dict(tasks=10, task_seconds=20.0, busy_s=10.0,
-                path_by_stage={"tool": 3.0, "agent": 1.0, "inference": 16.0},
+                path_by_stage={"tool": 2.0, "agent": 1.0, "inference": 17.0},
                 path_by_class={"gpu": 16.0, "cpu": 4.0}, lanes={}, cpu_core_s=8.0,
                 cpu_measured_share=1.0, model_s=0.0, gpus=1, gpu_busy_s=6.0,
                 gpu_measured_busy=0.6, cores=8, memory_gb=64.0, energy_j={"gpu": 3000.0})
@@ -33,12 +33,14 @@ def _input(**kw) -> PlanInput:
 
 
 def test_the_rule_of_thumb_reads_the_orchestration_and_tool_share():
-    # orchestration 5 %, with the tools 20 %
+    # orchestration and tools: 15 %
     assert "GPU-centric" in plan(_input())["ratio"]["advice"]
     heavy = _input(path_by_stage={"tool": 12.0, "agent": 2.0, "inference": 6.0})
     assert "1 CPU : 1 GPU" in plan(heavy)["ratio"]["advice"]
-    # orchestration 25 %, with the tools 35 %
+    # orchestration and tools: 35 %
     middle = _input(path_by_stage={"tool": 2.0, "agent": 5.0, "inference": 13.0})
+    assert "neither" in plan(middle)["ratio"]["advice"]
+    assert "no tasks" in plan(_input(tasks=0, path_by_stage={}))["ratio"]["advice"]
     assert "neither" in plan(middle)["ratio"]["advice"]
 
 

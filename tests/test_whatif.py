@@ -300,3 +300,124 @@ def test_nothing_changed_gives_every_recorded_time_back(tmp_path):
     assert half.task_id == spans.task_id[::2]
     assert [t.predicted_s for t in predict(half, ["stage:tool=2"]).tasks] == pytest.approx(
         [t.predicted_s for t in predict(spans, ["stage:tool=2"]).tasks][::2])
+
+
+# ---- what review found (each a reproducer) ------------------------------------------------------
+def test_long_chains_of_instant_spans_do_not_overflow_the_replay():
+    """200 zero-length markers at one instant (imported traces with ms timestamps), and a
+    300-deep nesting with identical ends: the replay runs them from a work list."""
+    rows = [(-1, 0.0, 1.0, "p", "agent")] + [(0, 0.5, 0.5, f"mark{k}", "tool")
+                                              for k in range(200)]
+    p = predict(_spans(rows, [(0, 201)]), (), cpus=2, capacity=Capacity({None: 2}))
+    assert p.tasks[0].predicted_s == pytest.approx(1.0)
+    deep = [(-1, 0.0, 1.0, "s0", "agent")] + [(k, 0.0, 1.0, f"s{k + 1}", "agent")
+                                               for k in range(300)]
+    p = predict(_spans(deep, [(0, 301)]), (), cpus=1, capacity=Capacity({None: 2}))
+    assert p.tasks[0].predicted_s == pytest.approx(1.0)
+
+
+def test_empty_names_never_break_the_proposals(trace_dir):
+    with agentscope.task(""):
+        with agentscope.stage("tool", name=""):
+            time.sleep(0.05)
+    agentscope.shutdown()
+    a = agentscope.analyze(trace_dir)
+    from agentscope.exporters.views import help_lines
+
+    assert all("''" not in line for line in help_lines(a))
+    assert a.suggestions  # the stage still is one
+
+
+def test_a_child_before_its_parent_keeps_its_offset_unscaled():
+    """Clock skew: C starts 0.5 s before its parent. Making the parent faster or slower moves
+    only the parent's own time; the negative offset never scales, and time never runs back."""
+    rows = [(-1, 1.0, 2.0, "P", "agent"), (0, 0.5, 1.2, "C", "tool"),
+            (0, 1.3, 1.9, "D", "tool")]
+    s = _spans(rows, [(0, 3)])
+    faster = predict(s, ["name:P=2"]).tasks[0].predicted_s
+    slower = predict(s, ["name:P=0.5"]).tasks[0].predicted_s
+    assert faster < 1.0 < slower
+    assert predict(s, ["name:C=4"]).tasks[0].predicted_s >= 0
+    assert s.deps.own_ns()[0] == pytest.approx(0.2 * S)  # 1.2-1.3 and 1.9-2.0
+
+
+def test_parallel_time_is_not_the_parents_own():
+    """P is covered by A (0-10 s) and B (5-12 s): it has no own time, so speeding it up
+    changes nothing."""
+    rows = [(-1, 0.0, 12.0, "P", "agent"), (0, 0.0, 10.0, "A", "tool"),
+            (0, 5.0, 12.0, "B", "tool")]
+    assert predict(_spans(rows, [(0, 3)]), ["name:P=2"]).tasks[0].predicted_s == \
+        pytest.approx(12.0)
+
+
+def test_a_call_back_into_the_same_server_is_part_of_its_request():
+    """S -> other service -> S: one request, not two; with one slot it cannot wait for
+    itself."""
+    rows = [(-1, 0.0, 1.0, "S", "inference"), (0, 0.1, 0.9, "mid", "tool"),
+            (1, 0.2, 0.8, "S-inner", "inference")]
+    service = np.asarray(["srv", "other", "srv"], dtype=object)
+    s = _spans(rows, [(0, 3)], service=service)
+    from agentscope.analyzers.replay import requests_to
+
+    assert requests_to(s, "srv").tolist() == [True, False, False]
+    for n in (1, 2, 3):
+        assert predict(s, (), slots={"srv": n}).tasks[0].predicted_s == pytest.approx(1.0)
+
+
+def test_following_tasks_are_found_quickly():
+    """20k one-span tasks of one service: finding which task followed which is a lookup
+    per task, not a scan (this took minutes when it was a scan)."""
+    n = 20_000
+    rows = [(-1, k * 0.01, k * 0.01 + 0.005, "t", "task") for k in range(n)]
+    s = _spans(rows, [(k, k + 1) for k in range(n)])
+    t0 = time.process_time()
+    d = s.deps
+    assert time.process_time() - t0 < 30  # seconds of CPU; ~0.3 s here
+    assert d.s_kind[n + 1] == 4  # FOLLOW: it started 5 ms after the first one ended
+
+
+def _random_fleet(rng, before: bool) -> tuple:
+    rows, tasks = [], []
+    for _ in range(rng.randint(1, 3)):
+        lo, base = len(rows), rng.randint(0, 20) * 0.1
+        for i in range(rng.randint(1, 10)):
+            if i == 0 or rng.random() < 0.15:  # several roots, now and then
+                s = base + rng.randint(0, 10) * 0.1
+                rows.append((-1, s, s + rng.randint(0, 10) * 0.1, f"n{rng.randint(0, 3)}",
+                             "agent"))
+                continue
+            p = rng.randint(lo, lo + i - 1)
+            ps, pe = rows[p][1], rows[p][2]
+            s = ps + rng.randint(-3 if before else 0, int(round((pe - ps) * 10))) * 0.1
+            rows.append((p, round(s, 3), round(s + rng.randint(0, 8) * 0.1, 3),
+                         f"n{rng.randint(0, 3)}", rng.choice(["tool", "agent"])))
+        tasks.append((lo, len(rows)))
+    return rows, tasks
+
+
+def test_random_trees_retime_and_replay_agree():
+    """Random fleets (overlaps, zero-length spans, identical starts, children past their
+    parent, several roots): at scale 1 every recorded time comes back; with random speedups
+    the re-timing and the replay without capacity limits agree to the ns; with children
+    that start before their parent (clock skew), no span ends before it starts."""
+    import random
+
+    from agentscope.analyzers.replay import _Sim
+
+    rng = random.Random(16)
+    for _ in range(300):
+        rows, tasks = _random_fleet(rng, before=False)
+        s = _spans(rows, tasks)
+        n = len(s)
+        same_s, same_e = retime(s.deps, np.ones(n))
+        assert np.array_equal(same_e[:n], np.maximum(s.end, s.start))
+        assert np.array_equal(same_s[:n], s.start)
+        scale = np.asarray([rng.choice([1, 0.5, 2, 0.25]) for _ in range(n)])
+        new_s, new_e = retime(s.deps, scale)
+        sim_s, sim_e = _Sim(s, scale, None, {}).run()
+        assert np.allclose(sim_s, new_s, atol=2) and np.allclose(sim_e, new_e, atol=2)
+    for _ in range(300):
+        rows, tasks = _random_fleet(rng, before=True)
+        s = _spans(rows, tasks)
+        new_s, new_e = retime(s.deps, [rng.choice([1, 0.5, 2, 0.25, 4]) for _ in rows])
+        assert np.all(new_e >= new_s)

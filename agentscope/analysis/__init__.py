@@ -21,6 +21,8 @@ from .checking import CheckResult, check
 from .core import MEMORY, Analysis, Progress, analyze, source_state
 from .document import SCHEMA, iso_time
 from .plan import parse_price
+from .whatif import parse_slots, speedups as parse_speedups
 
 __all__ = ["Analysis", "CheckResult", "MEMORY", "Progress", "SCHEMA", "analyze", "check",
-           "iso_time", "parse_price", "source_state"]
+           "iso_time", "parse_price", "parse_slots", "parse_speedups",
+           "source_state"]

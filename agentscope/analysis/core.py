@@ -255,14 +255,19 @@ class Analysis:
         paths computed), best first, as :class:`~agentscope.analyzers.whatif.Prediction`
         objects (the reports' "what would help" section). Made once per analysis; judged on
         a sample of the tasks above 20k spans, left out (empty) above 100k."""
-        from ..analyzers.whatif import PROPOSE_SKIP_ABOVE, what_would_help
+        from .._log import log
+        from ..analyzers.whatif import proposals_left_out, what_would_help
         from .whatif import spans_for_prediction
 
-        if not self.task_results or self.summary.spans > PROPOSE_SKIP_ABOVE:
+        if not self.task_results or proposals_left_out(self.summary.spans):
             return ()
-        with self._store.open() as store:
-            spans, capacity, _ = spans_for_prediction(store)
-        return tuple(what_would_help(spans, capacity))
+        try:
+            with self._store.open() as store:
+                spans, capacity, _ = spans_for_prediction(store)
+            return tuple(what_would_help(spans, capacity))
+        except Exception as e:  # an optional section: the report goes on without it
+            log.warning("agentscope: could not predict what would help: %s", e)
+            return ()
 
     def plan(self, prices: "Sequence[str] | dict | None" = None,
              gpu_target: float = 0.8) -> dict:

@@ -38,19 +38,17 @@ def capacity_plan(analysis: Any, prices: Any = None, gpu_target: float = 0.8) ->
     cpu = np.maximum(np.asarray(spans.cpu_ns, dtype=np.float64), 0.0)
     span_s = (np.asarray(spans.end) - np.asarray(spans.start)).astype(np.float64)
     measured = np.asarray(spans.cpu_ns) >= 0
-    task_cpu = np.zeros(len(spans.bounds))
-    for t, (lo, hi) in enumerate(spans.bounds):
-        task_cpu[t] = cpu[lo:hi].sum() / 1e9
+    cpu_of = {tid: cpu[lo:hi].sum() / 1e9 for tid, (lo, hi) in zip(spans.task_id,
+                                                                    spans.bounds)}
+    task_cpu = np.asarray([cpu_of.get(t.trace_id, 0.0) for t in tasks], dtype=np.float64)
     model_s = float(np.sum(spans.model_ns)) / 1e9 if spans.model_ns is not None else 0.0
     lanes: dict = {}
-    lane_of = {tid: (lane or "(none)") for tid, lane in zip(spans.task_id, spans.task_lane)}
     for t, task in enumerate(tasks):
-        lane = lane_of.get(task.trace_id, task.lane or "(none)")
-        d = lanes.setdefault(lane, {"tasks": 0, "task_seconds": 0.0, "busy_s": 0.0,
-                                    "cpu_core_s": 0.0, "model_s": 0.0})
+        lane = task.lane or "(none)"
+        d = lanes.setdefault(lane, {"tasks": 0, "task_seconds": 0.0, "cpu_core_s": 0.0})
         d["tasks"] += 1
         d["task_seconds"] += task.duration_ns / 1e9
-        d["cpu_core_s"] += float(task_cpu[t]) if t < len(task_cpu) else 0.0
+        d["cpu_core_s"] += float(task_cpu[t])
 
     gpu = s.gpu or {}
     measured_s = sum(g["measured_s"] for g in gpu.values())

@@ -58,16 +58,35 @@ def spans_for_prediction(store: Any) -> tuple:
     return spans, Capacity(store.host_cores()), roles
 
 
+def parse_slots(values: Sequence) -> dict:
+    """``SERVER=N`` strings (or a {server: n} dict) as {server: n}; raises ValueError for a
+    malformed one, or a server named twice."""
+    if isinstance(values, dict):
+        values = [f"{k}={v}" for k, v in values.items()]
+    out: dict = {}
+    for v in values:
+        name, sep, n = str(v).rpartition("=")
+        try:
+            count = int(n)
+        except ValueError:
+            count = 0
+        if not sep or not name or count < 1:
+            raise ValueError(f"--slots {v!r}: expected SERVER=N with N a whole number >= 1")
+        if name in out:
+            raise ValueError(f"--slots: {name!r} given twice")
+        out[name] = count
+    return out
+
+
 def whatif(analysis: Any, speedup: Sequence = (), cpus: Optional[int] = None,
-           slots: Optional[dict] = None) -> Prediction:
+           slots: "dict | Sequence | None" = None) -> Prediction:
     """See :meth:`agentscope.analysis.Analysis.whatif`."""
     changes = speedups(speedup)
     if cpus is not None and (not isinstance(cpus, int) or cpus < 1):
         raise ValueError(f"cpus must be a whole number of at least 1, not {cpus!r}")
-    slots = dict(slots or {})
-    for name, n in slots.items():
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"slots {name}={n!r}: a whole number of at least 1")
+    slots = parse_slots(slots or {})
+    if not analysis.task_results:
+        raise ValueError(f"no tasks in {analysis.source} to predict")
     with analysis._store.open() as store:
         spans, capacity, _ = spans_for_prediction(store)
     return predict(spans, changes, cpus, slots, capacity)

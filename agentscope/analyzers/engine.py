@@ -63,9 +63,7 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
     task_of_trace[heads] = np.arange(len(heads))
 
     # 2. every span classified; each section gets its span's shares
-    proc = process_share(inp, trees) if trees is not None and inp.with_counters else \
-        ProcessShare.none(n)
-    spans = classify(inp, thread_facts(inp, lags), proc)
+    proc, spans = _classified(inp, lags, trees)
     task = task_of_trace[np.asarray(w.trace, dtype=np.int64)]  # sections exist under roots
     span = np.asarray(w.span, dtype=np.int64)
     start = np.asarray(w.start, dtype=np.int64)
@@ -189,6 +187,14 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
                  proc.warnings)
 
 
+def _classified(inp: Any, lags: Any, trees: Any) -> tuple:
+    """(the process trees' shares, every span classified): spans without accounting of
+    their own judged by their sampled process tree's CPU where there is one."""
+    proc = process_share(inp, trees) if trees is not None and inp.with_counters else \
+        ProcessShare.none(len(inp.trace_no))
+    return proc, classify(inp, thread_facts(inp, lags), proc)
+
+
 def span_shares(inp: Any, counters: Any = None, lags: Any = None, trees: Any = None) -> Any:
     """Every span's class shares of its own time ((n, len(CLASSES)) float64), by the same
     rules as the sections of :func:`analyze`: the classifier's, then what the counters said
@@ -196,9 +202,7 @@ def span_shares(inp: Any, counters: Any = None, lags: Any = None, trees: Any = N
     predictions (:mod:`.whatif`) read them for the spans off the critical path too."""
     with gc_paused():
         n = len(inp.trace_no)
-        proc = process_share(inp, trees) if trees is not None and inp.with_counters else \
-            ProcessShare.none(n)
-        spans = classify(inp, thread_facts(inp, lags), proc)
+        proc, spans = _classified(inp, lags, trees)
         shares = np.array(spans.shares, dtype=np.float64)
         if counters is None or not inp.with_counters or not n:
             return shares

@@ -34,7 +34,7 @@ def _holders(text: Any) -> Optional[set]:
 def head_of_line(spans: Any, held_by: Any = None) -> dict:
     """{lane: {"tasks", "queued_s", "behind_batch_s", "tasks_behind_batch", "by_server"}}
     for every lane other than ``batch`` whose tasks queued at a server (see the module)."""
-    from .replay import requests_to
+    from .replay import requests_to, server_of
 
     n = len(spans)
     if not n:
@@ -46,8 +46,7 @@ def head_of_line(spans: Any, held_by: Any = None) -> dict:
     start = np.asarray(spans.start, dtype=np.int64)
     end = np.asarray(spans.end, dtype=np.int64)
     queue = np.rint(np.asarray(spans.queue_ns, dtype=np.float64)).astype(np.int64)
-    service = np.asarray(spans.service, dtype=object)
-    resource = np.asarray(spans.request, dtype=object)
+    servers_of = server_of(spans)
     held = np.asarray(held_by if held_by is not None else np.full(n, None), dtype=object)
     waiting = np.flatnonzero((queue > 0) & (task_of >= 0))
     out: dict = {}
@@ -60,7 +59,7 @@ def head_of_line(spans: Any, held_by: Any = None) -> dict:
         lane = lanes[task_of[w]]
         if lane == BATCH:
             continue
-        server = resource[w] if resource[w] is not None else service[w]
+        server = servers_of[w]
         if server not in servers:
             rows = np.flatnonzero(requests_to(spans, server) & (task_of >= 0))
             batch = rows[[lanes[task_of[r]] == BATCH for r in rows.tolist()]] if len(rows) \

@@ -35,9 +35,9 @@ BALANCED_ABOVE = 0.50
 ORCHESTRATION_STAGES = ("task", "agent", "context")
 TOOL_STAGES = ("tool", "env")
 RULE_SOURCE = ("the background articles' rule of thumb (CPU:GPU ratio article, \"how to "
-               "choose\"): orchestration under 20 % of the time (and pure tensor inference): "
-               "keep a GPU-centric ratio such as 1:8; orchestration and tool calls over 50 %: "
-               "move toward 1:1")
+               "choose\"), on the orchestration and tool share of the critical paths: under "
+               "20 % (with pure tensor inference) keep a GPU-centric ratio such as 1:8; over "
+               "50 %, move toward 1:1")
 PRICES = ("gpu", "cpu", "mem")  # USD per GPU-hour, per core-hour, per GB-hour
 
 
@@ -50,7 +50,7 @@ class PlanInput:
     busy_s: float  # time at least one task ran
     path_by_stage: dict  # stage -> critical-path seconds (all classes)
     path_by_class: dict  # class -> critical-path seconds
-    lanes: dict  # lane -> {"tasks", "task_seconds", "busy_s", "cpu_core_s", "model_s"}
+    lanes: dict  # lane -> {"tasks", "task_seconds", "cpu_core_s"}
     cpu_core_s: float  # CPU the spans measured (threads + waited-for children)
     cpu_measured_share: float  # share of span time with CPU accounting
     model_s: float  # server-reported model compute (prefill + decode), all requests
@@ -73,17 +73,20 @@ def plan(inp: PlanInput, prices: Optional[dict] = None, gpu_target: float = 0.8)
     needs_gpu = []
     notes = []
 
-    orch_share = orch / path if path > 0 else 0.0
-    if share > BALANCED_ABOVE:
+    if inp.tasks == 0 or path <= 0:
+        advice = "no tasks: nothing to size"
+    elif share > BALANCED_ABOVE:
         advice = ("move toward a balanced ratio (1 CPU : 1 GPU): orchestration and tools hold "
                   "most of these tasks' critical paths")
-    elif orch_share < GPU_CENTRIC_BELOW:
-        advice = "a GPU-centric ratio (such as 1 CPU : 8 GPU) fits these tasks"
+    elif share < GPU_CENTRIC_BELOW:
+        advice = ("a GPU-centric ratio (such as 1 CPU : 8 GPU) fits these tasks, where their "
+                  "inference is tensor work on the GPU")
     else:
         advice = ("between the two: neither ratio is indicated; size by the measured cores per "
                   "GPU below")
 
     in_flight = inp.task_seconds / inp.busy_s if inp.busy_s > 0 else 0.0
+    # with no GPU seen, the ceiling of one GPU serving these tasks
     per_gpu = in_flight / max(inp.gpus, 1)
     ceiling = min(1.0, gpu_share * per_gpu)
     if inp.gpu_measured_busy is None:
@@ -130,6 +133,11 @@ def plan(inp: PlanInput, prices: Optional[dict] = None, gpu_target: float = 0.8)
     elif not prices:
         notes.append("no prices given (--price gpu=USD/h, cpu=USD/core-h, mem=USD/GB-h): "
                      "the cost is in resource-seconds only")
+    unused = [k for k, key in (("gpu", "gpu_s"), ("cpu", "core_s"), ("mem", "mem_gb_s"))
+              if k in prices and per_task["provisioned"][key] is None]
+    if unused:
+        notes.append("no cost for " + ", ".join(unused) + ": the collectors saw no such "
+                     "resource (priced, but not measured)")
     return {
         "schema": SCHEMA, "tasks": inp.tasks,
         "critical_path": {

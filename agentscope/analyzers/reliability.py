@@ -29,8 +29,9 @@ The rules:
   another is not counted twice). Both are at most the task's duration.
 
 Everything is numpy over all spans and sections at once; only failed spans are looked at one
-by one. Not wired into the engine yet: :func:`lost_time` takes the engine's section arrays
-(task, span row, start, end, as :func:`~.critical_path.walk_many` gives them).
+by one. The engine calls :func:`lost_time` with its section arrays (task, span row, start,
+end, as :func:`~.critical_path.walk_many` gives them): ``TaskResult.timeout_ns`` and
+``.retry_ns``, ``Summary.timeout_share`` and ``.retry_share``.
 """
 
 from __future__ import annotations

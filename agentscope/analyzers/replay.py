@@ -24,6 +24,7 @@ both runs, and the prediction is the recording plus their difference.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import math
 from typing import Any, Optional
@@ -51,14 +52,30 @@ class Capacity:
         return None
 
 
+def server_of(spans: Any) -> np.ndarray:
+    """Per span, the server whose queue it names (``agentscope.queue.resource``), else its
+    service: which server a span that queued waited at (one rule for the replay, the
+    proposals and the head-of-line measure)."""
+    request = np.asarray(spans.request, dtype=object)
+    return np.where(np.equal(request, None), np.asarray(spans.service, dtype=object), request)
+
+
 def requests_to(spans: Any, server: str) -> np.ndarray:
     """Which spans are requests to ``server``: a span of that service (or that names it in
-    ``agentscope.queue.resource``) whose parent is not (the request's top span)."""
+    ``agentscope.queue.resource``) with no such span above it (the request's top span; a
+    call back into the same server from inside a request is part of that request)."""
     service = np.asarray(spans.service, dtype=object)
     mine = np.equal(service, server) | np.equal(np.asarray(spans.request, dtype=object), server)
     parent = np.asarray(spans.parent, dtype=np.int64)
-    parent_mine = np.where(parent >= 0, mine[np.maximum(parent, 0)], False)
-    return mine & ~parent_mine
+    above = np.zeros(len(mine), dtype=bool)  # some ancestor is one of the server's spans
+    up = parent.copy()
+    for _ in range(min(len(mine), 10_000)):  # a step per level of nesting
+        live = up >= 0
+        if not live.any():
+            break
+        above |= np.where(live, mine[np.maximum(up, 0)], False)
+        up = np.where(live, parent[np.maximum(up, 0)], -1)
+    return mine & ~above
 
 
 def recorded_slots(spans: Any, rows: np.ndarray) -> int:
@@ -135,7 +152,6 @@ class _Sim:
         self.deps = deps
         n = deps.n
         total = len(deps.parent)
-        self.total = total
         self.cpu_model = cores is not None
         self.cores = cores or {}
         sc = np.ones(total)
@@ -185,10 +201,12 @@ class _Sim:
         self.on_start: dict = {}  # row -> [(op, anchor kind)] fired when it starts
         self.on_run: dict = {}  # row -> [op] fired when it runs (after its slot)
         self.on_end: dict = {}  # row -> [op]
+        self.ready: collections.deque = collections.deque()  # ops to fire now, in order
 
     # ---- the dependencies ---------------------------------------------------------------------
     def run(self) -> tuple:
         d = self.deps
+        self._reached = {op if op >= 0 else ~op for op in d.ops}
         for op in d.ops:
             i = op if op >= 0 else ~op
             kind, ref = (d.s_kind[i], d.s_ref[i]) if op >= 0 else (d.e_kind[i], d.e_ref[i])
@@ -205,8 +223,16 @@ class _Sim:
                 heapq.heappush(self.join_wait.setdefault(owner, []), (ref, self.seq, op))
                 self.seq += 1
         self._loop()
+        stuck = [i for i in self.server_of if not self.ended[i] and self.reached(i)]
+        if stuck:
+            raise ValueError(f"the replay could not finish: request span {stuck[0]} waited "
+                             f"for a slot at {self.server_of[stuck[0]]} that never freed")
         return (np.rint(self.new_s).astype(np.int64) + self.origin,
                 np.rint(self.new_e).astype(np.int64) + self.origin)
+
+    def reached(self, i: int) -> bool:
+        """Whether row ``i`` belongs to a task (rows no task reaches are left alone)."""
+        return i in self._reached
 
     def _gap(self, op: int) -> tuple:
         """(own time ns, whose) before ``op`` fires, with the queueing a request's server
@@ -218,7 +244,7 @@ class _Sim:
         else:
             owner = ~op
             gap, kind = float(d.e_gap[owner]), d.e_kind[owner]
-        if kind == FOLLOW:
+        if kind in (FOLLOW, SIBLING):  # time another span covered: nobody's own
             return gap, -1
         if kind == PARENT and owner >= 0:
             gap = max(gap - self.queue_cut[owner], 0.0)
@@ -228,11 +254,14 @@ class _Sim:
         """Its anchor happened: spend the owner's own time, then fire it."""
         gap, owner = self._gap(op)
         if owner < 0:
-            self._timer(self.now + gap, self._fire, op)
+            if gap <= 0:
+                self.ready.append(op)
+            else:
+                self._timer(self.now + gap, self._fire, op)
             return
         own = gap * self.scale[owner]
         if own <= 0:
-            self._fire(op)
+            self.ready.append(op)  # now, but from the loop (chains of these are deep)
             return
         busy = self.busy[owner]
         if not self.cpu_model:
@@ -318,7 +347,11 @@ class _Sim:
 
     def _loop(self) -> None:
         # an equal-time tie is settled in the order things were scheduled
-        while self.timers or self.active:
+        while self.ready or self.timers or self.active:
+            while self.ready:
+                self._fire(self.ready.popleft())
+            if not (self.timers or self.active):
+                break
             rates = self._rates() if self.active else {}
             next_cpu = math.inf
             for pid, r in rates.items():

@@ -8,8 +8,9 @@ A trace records when each span started and ended, not why. The rule used here (d
 * a child **starts after every earlier sibling that had ended** by its start (a join: the
   agent waited for all of them), plus its parent's own time from the last of those ends;
 * unless a sibling **still running** at its start started later than that last end: then it
-  starts that much of its parent's own time after that sibling's start (two tools launched
-  together stay together; a tool launched while a model call streams stays that far into it);
+  starts as long after that sibling's start as it did (that time was the sibling's, not its
+  parent's own: two tools launched together stay together; a tool launched while a model
+  call streams stays that far into it);
 * with neither, it starts that much of its parent's own time after its parent's start.
 
 A span's **end** follows the same rule, as if it were one more child that starts where the
@@ -21,7 +22,10 @@ The roots of a trace are the children of the task (one virtual span per trace, f
 root's start to the last root's end, whose own time, the gaps between roots, never changes).
 Tasks arrive at their recorded start, except a task that started within
 :data:`FOLLOW_NS` of another task's end on the same service and lane: it followed that task
-(a worker taking the next job), and follows it in a re-timed fleet too.
+(a worker taking the next job), and follows it in a re-timed fleet too (at high arrival rates
+an unrelated end may fall in that window: the follow is then a guess). A gap that is negative
+(a child that started before its parent: clocks of two hosts apart) is kept as it is and
+never scaled.
 
 Everything is expressed as *anchors*, so that a re-timing (fixed durations) and a replay
 (durations that come out of a simulation) use the same dependencies: each start and each end
@@ -31,6 +35,7 @@ reference and a gap (own time of the span whose time it is, in ns).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import heapq
@@ -82,21 +87,26 @@ class Deps:
         for op in self.ops:
             if op >= 0:
                 kind, p = self.s_kind[op], self.parent[op]
-                own = p if kind <= SIBLING and p >= 0 else total
+                own = p if kind in (PARENT, JOIN) and p >= 0 else total
                 out.append((True, op, kind, self.s_ref[op], p, self.s_gap[op], own))
             else:
                 i = ~op
-                out.append((False, i, self.e_kind[i], self.e_ref[i], i, self.e_gap[i], i))
+                kind = self.e_kind[i]
+                own = i if kind in (PARENT, JOIN) else total
+                out.append((False, i, kind, self.e_ref[i], i, self.e_gap[i], own))
         return out
 
     def own_ns(self) -> np.ndarray:
-        """Each span's own time as the anchors count it: the gaps that are its own (the
-        gaps before its children's starts and before its end)."""
+        """Each span's own time as the anchors count it: the gaps that are its own (from its
+        start or its children's ends to a child's start or its end; a gap counted from a
+        sibling's start was covered by that sibling), where positive."""
         own = np.zeros(len(self.parent), dtype=np.float64)
-        for i, (p, g) in enumerate(zip(self.parent, self.s_gap)):
-            if p >= 0:
+        for p, kind, g in zip(self.parent, self.s_kind, self.s_gap):
+            if p >= 0 and kind in (PARENT, JOIN) and g > 0:
                 own[p] += g
-        own += np.asarray(self.e_gap, dtype=np.float64)
+        for i, (kind, g) in enumerate(zip(self.e_kind, self.e_gap)):
+            if kind in (PARENT, JOIN) and g > 0:
+                own[i] += g
         return own
 
 
@@ -139,19 +149,17 @@ def dependencies(parent: Any, start: Any, end: Any, bounds: list, services: Any 
     # the tasks: at their arrival, or after the task they followed
     order = sorted(range(T), key=lambda t: (st[n + t], t))
     origin = st[n + order[0]] if order else 0
-    last_end: dict = {}  # (service, lane) -> [(end, task)] of tasks already arrived
+    ends: dict = {}  # (service, lane) -> sorted [(end, task)] of the tasks arrived so far
     for t in order:
         v = n + t
         s_kind[v], s_gap[v] = ARRIVAL, st[v] - origin
         if services is not None:
             key = (services[t], lanes[t] if lanes is not None else None)
-            best = None
-            for e, u in last_end.get(key, ()):
-                if 0 <= st[v] - e <= FOLLOW_NS and (best is None or e > best[0]):
-                    best = (e, u)
-            if best is not None:
-                s_kind[v], s_ref[v], s_gap[v] = FOLLOW, n + best[1], st[v] - best[0]
-            last_end.setdefault(key, []).append((en[v], t))
+            seen = ends.setdefault(key, [])
+            k = bisect.bisect_right(seen, (st[v], T)) - 1  # the latest end at or before it
+            if k >= 0 and st[v] - seen[k][0] <= FOLLOW_NS:
+                s_kind[v], s_ref[v], s_gap[v] = FOLLOW, n + seen[k][1], st[v] - seen[k][0]
+            bisect.insort(seen, (en[v], t))
 
     ops = _order(order, n, kids, st, en)
     # cycles (a span its own ancestor) were cut by the store; any row not reached is left
@@ -268,9 +276,12 @@ def retime(deps: Deps, scale: Any) -> tuple:
             b = new_e[ref]
         else:  # ARRIVAL: the gap is the time since the origin
             b = 0.0
+        # a negative gap (a child that started before its parent: clock skew between
+        # hosts) is nobody's own time and does not scale
+        at = b + gap * scl[own_row] if gap > 0 else b + gap
         if is_start:
-            new_s[i] = b + gap * scl[own_row]
-        else:
-            new_e[i] = b + gap * scl[own_row]
+            new_s[i] = at
+        else:  # never before its own start (its children may have begun before it)
+            new_e[i] = at if at >= new_s[i] else new_s[i]
     return (np.rint(new_s).astype(np.int64) + origin,
             np.rint(new_e).astype(np.int64) + origin)

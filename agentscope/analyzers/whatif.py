@@ -218,6 +218,7 @@ class Prediction:
     assumptions: tuple  # of sentences
     selected_spans: int  # spans the speedups selected
     path_share_after: dict  # class -> share of all predicted critical-path time
+    speedups: tuple = ()  # the Speedups applied
 
     def to_dict(self) -> dict:
         return {
@@ -290,12 +291,17 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
     n, T = len(spans), len(spans.bounds)
     assumptions = [
         "a span starts after every sibling that had ended when it started, plus its parent's "
-        "own time since the last of them (or that much after a sibling still running that "
-        "started later, or after its parent's start); a span ends after the children that "
-        "ended inside it, plus its own time after them (docs/whatif.md)",
+        "own time since the last of them (or as long after a sibling still running that "
+        "started later as it did, or its parent's own time after its parent's start); a span "
+        "ends after the children that ended inside it, plus its own time after them "
+        "(docs/whatif.md)",
         "a task that started within 20 ms of the end of another task of its service and lane "
         "follows that task; the others arrive when they arrived",
     ]
+    unmatched = [str(s) for s in changes if s.kind != "class" and not s.matches(
+        {"stage": spans.stage, "name": spans.name, "service": spans.service}[s.kind]).any()]
+    if unmatched:
+        assumptions.append("selected no span (check the spelling): " + ", ".join(unmatched))
     if any(s.kind == "class" for s in changes):
         assumptions.append("class: speedups change only that class's part of each span's own "
                            "time, by the classifier's shares of it")
@@ -348,7 +354,7 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
         Stats.of(naive_d, base_s[tasks_v], naive_e), lanes, task_changes, tuple(assumptions),
         int(np.count_nonzero(scale != 1.0)),
         {} if replayed else {c: float(v / total_after) if total_after > 0 else 0.0
-                             for c, v in zip(CLASSES, after[1])})
+                             for c, v in zip(CLASSES, after[1])}, changes)
 
 
 def _walk(spans: Spans, start: Any, end: Any) -> Any:
@@ -440,12 +446,17 @@ PROPOSE_MAX_SPANS = 20_000
 PROPOSE_SKIP_ABOVE = 100_000
 
 
+def proposals_left_out(spans: int) -> bool:
+    """Whether the reports leave the proposals out for a fleet of this many spans."""
+    return spans > PROPOSE_SKIP_ABOVE
+
+
 def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
     """The ``top`` changes with the largest predicted gain in mean task latency, best first
     (:class:`Prediction` each; only those that gain at least 0.5 %): each stage, class and
     span name holding much of the critical paths made twice as fast, one more slot at each
     server whose requests queued, and twice the cores where the paths computed."""
-    from .replay import recorded_slots, requests_to
+    from .replay import recorded_slots, requests_to, server_of
 
     if not len(spans) or not spans.bounds:
         return []
@@ -453,7 +464,7 @@ def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
     step = -(-in_tasks // PROPOSE_MAX_SPANS)
     sampled = None
     if step > 1:
-        sampled = (f"judged on every {step}th task ({-(-len(spans.bounds) // step)} of "
+        sampled = (f"judged on one task in {step} ({-(-len(spans.bounds) // step)} of "
                    f"{len(spans.bounds)}): `agentscope whatif` predicts them all")
         spans = spans.every(step)
     w = _walk(spans, spans.start, spans.end)
@@ -471,7 +482,7 @@ def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
     def by(values: Any, kind: str, limit: Optional[int] = None) -> None:
         tally: dict = {}
         for v, t in zip(np.asarray(values, dtype=object)[rows].tolist(), held.tolist()):
-            if v is not None:
+            if v is not None and str(v) != "":
                 tally[v] = tally.get(v, 0.0) + t
         ranked = sorted(tally.items(), key=lambda kv: -kv[1])
         for v, t in ranked[:limit]:
@@ -489,8 +500,7 @@ def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
         if c not in ("untraced", "queue") and path_cls[k] / total >= PROPOSE_MIN_SHARE:
             options.append(([Speedup("class", c, PROPOSE_FACTOR)], None, None))
     queued = np.asarray(spans.queue_ns, dtype=np.float64) > 0
-    for server in sorted({s for s in np.asarray(spans.service, dtype=object)[queued].tolist()
-                          if s is not None}):
+    for server in sorted({s for s in server_of(spans)[queued].tolist() if s is not None}):
         reqs = np.flatnonzero(requests_to(spans, server))
         if len(reqs):
             options.append(([], None, {server: recorded_slots(spans, reqs) + 1}))
@@ -515,8 +525,7 @@ def what_would_help(spans: Spans, capacity: Any = None, top: int = 3) -> list:
 def describe(p: Prediction) -> str:
     """A change in words: 'tool spans twice as fast', 'one more slot at model-server'."""
     parts = []
-    for s in p.change["speedups"]:
-        sp = Speedup.parse(s)
+    for sp in p.speedups:
         what = {"stage": f"{sp.value} spans", "name": f"'{sp.value}'",
                 "class": f"{sp.value} time", "service": f"service {sp.value}"}[sp.kind]
         parts.append(f"{what} {'twice' if sp.factor == 2 else f'{sp.factor:g}x'} as fast")

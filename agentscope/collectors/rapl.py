@@ -1,8 +1,9 @@
 """CPU package energy from RAPL, through the kernel's powercap interface
 (``/sys/class/powercap``).
 
-``hw.cpu.energy`` (J), per top-level zone (``device`` = the zone's ``name``: ``package-0``,
-``package-1``, ``psys`` where the platform has one): a cumulative counter, as
+``hw.cpu.energy`` (J), per top-level package zone (``device`` = the zone's ``name``:
+``package-0``, ``package-1``; a platform's ``psys`` zone, which includes the packages, is left
+out so that the devices add up): a cumulative counter, as
 ``hw.gpu.energy`` is. The first value is the kernel's counter (``energy_uj``, µJ since an
 arbitrary point) at the first sample; each later one adds the increase since the previous
 sample, across the counter's wraparound (at ``max_energy_range_uj``, every few minutes to
@@ -83,6 +84,8 @@ class RaplEnergy(SplitSource):
             device = _read_name(f"{zone}/name") or entry
             if device in seen:  # the same package through another interface
                 continue
+            if device.startswith("psys"):  # the whole platform, packages included: summed
+                continue                   # with them it would count them twice
             path = f"{zone}/energy_uj"
             try:
                 f = ProcFile(path)

@@ -31,7 +31,8 @@ def _lines(doc: dict) -> list:
             ("GPU", None, None),
             (None, "busiest it can be (Amdahl)",
              f"{_pct(gpu['ceiling_busy'])} (GPU share of the paths x "
-             f"{gpu['tasks_in_flight']:.2f} tasks in flight / {max(gpu['gpus_seen'], 1)} GPU)"),
+             f"{gpu['tasks_in_flight']:.2f} tasks in flight / "
+             + (f"{gpu['gpus_seen']} GPUs)" if gpu["gpus_seen"] else "1 GPU, had they one)")),
             (None, "measured busy", _pct(gpu["measured_busy"])),
             (None, "GPUs seen", str(gpu["gpus_seen"])),
             ("CPU per GPU", None, None),

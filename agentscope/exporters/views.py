@@ -112,7 +112,7 @@ def bar(start_s: float, end_s: float, total_s: float, width: int, fill: str) -> 
     return " " * a + fill * (b - a) + " " * (width - b)
 
 
-def what_would_help(analysis: Any) -> list:
+def help_rows(analysis: Any) -> list:
     """The analysis' suggestions (:attr:`~agentscope.analysis.Analysis.suggestions`) as rows
     the reports share: {change, gain, mean_s, p95_s, throughput_per_h}, each figure a
     (recorded, predicted) pair."""
@@ -129,16 +129,16 @@ def what_would_help(analysis: Any) -> list:
 
 
 def help_lines(analysis: Any) -> list:
-    """:func:`what_would_help` in words, one line per change."""
-    from ..analyzers.whatif import PROPOSE_SKIP_ABOVE
+    """:func:`help_rows` in words, one line per change."""
+    from ..analyzers.whatif import PROPOSE_SKIP_ABOVE, proposals_left_out
 
-    if analysis.summary.spans > PROPOSE_SKIP_ABOVE:
+    if proposals_left_out(analysis.summary.spans):
         return [f"left out above {PROPOSE_SKIP_ABOVE:,} spans (it would cost as much as the "
                 "analysis): agentscope whatif SOURCE --speedup stage:tool=2 predicts one change"]
     return [f"{r['change']}: mean {r['mean_s'][0]:.3f} → {r['mean_s'][1]:.3f} s "
             f"({-r['gain']:+.0%}), p95 {r['p95_s'][0]:.3f} → {r['p95_s'][1]:.3f} s, "
             f"{r['throughput_per_h'][0]:.0f} → {r['throughput_per_h'][1]:.0f} tasks/h"
-            for r in what_would_help(analysis)]
+            for r in help_rows(analysis)]
 
 
 def lost_words(summary: Any) -> "str | None":

@@ -47,7 +47,7 @@ def _rows(p: Any, limit: int) -> tuple:
             lanes.append((lane, b.tasks, f"{b.mean_s:.3f} → {a.mean_s:.3f} s",
                           f"{b.p95_s:.3f} → {a.p95_s:.3f} s",
                           f"{b.throughput_per_h:.1f} → {a.throughput_per_h:.1f}"))
-    moved = sorted(p.tasks, key=lambda t: t.predicted_s - t.baseline_s)[:limit]
+    moved = sorted(p.tasks, key=lambda t: -abs(t.predicted_s - t.baseline_s))[:limit]
     return stats, lanes, moved
 
 
