@@ -421,3 +421,15 @@ def test_random_trees_retime_and_replay_agree():
         s = _spans(rows, tasks)
         new_s, new_e = retime(s.deps, [rng.choice([1, 0.5, 2, 0.25, 4]) for _ in rows])
         assert np.all(new_e >= new_s)
+
+
+def test_a_slot_handed_over_is_one_slot():
+    """A request's span ends a few ms after it gave the slot back (its reply is written
+    after): the next one's service overlapping it by 3 ms is still one slot; by 100 ms, two."""
+    from agentscope.analyzers.replay import recorded_slots
+
+    rows = [(-1, 0.0, 0.2, "req", "inference"), (-1, 0.05, 0.4, "req", "inference")]
+    handed = _spans(rows, [(0, 1), (1, 2)], queue_ns=np.asarray([0.0, 0.147 * S]))
+    assert recorded_slots(handed, np.arange(2)) == 1
+    both = _spans(rows, [(0, 1), (1, 2)], queue_ns=np.asarray([0.0, 0.05 * S]))
+    assert recorded_slots(both, np.arange(2)) == 2

@@ -78,14 +78,20 @@ def requests_to(spans: Any, server: str) -> np.ndarray:
     return mine & ~above
 
 
+# a request's span ends a little after it gave its slot back (the reply is written after):
+# service overlapping the next one's by less than this is a hand-over, not two slots
+HANDOVER_NS = 10_000_000
+
+
 def recorded_slots(spans: Any, rows: np.ndarray) -> int:
     """The most requests in service at once in the recording (service: after the queueing
-    the server reported): the slots the server had, as far as the trace shows."""
+    the server reported, to the end of the request's span less :data:`HANDOVER_NS`): the
+    slots the server had, as far as the trace shows."""
     if not len(rows):
         return 0
     a = np.asarray(spans.start, dtype=np.int64)[rows] + np.rint(
         np.asarray(spans.queue_ns, dtype=np.float64)[rows]).astype(np.int64)
-    b = np.asarray(spans.end, dtype=np.int64)[rows]
+    b = np.maximum(np.asarray(spans.end, dtype=np.int64)[rows] - HANDOVER_NS, a)
     ev = sorted([(int(x), 1) for x in a] + [(int(y), -1) for y in b])
     best = cur = 0
     for _, d in ev:
