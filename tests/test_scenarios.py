@@ -4,9 +4,11 @@ scorer that compares the two."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import tempfile
+import types
 from pathlib import Path
 
 import pytest
@@ -97,16 +99,14 @@ def test_scorer_counts_verdicts_and_time_against_the_truth():
     assert "tasks named right: 1/3" in text and "truth queue" in text
 
 
+def _fake_span(name: str) -> object:
+    """A span as the Recorder reads it: trace 0xABC, span 0x12."""
+    ctx = types.SimpleNamespace(trace_id=0xABC, span_id=0x12)
+    return types.SimpleNamespace(name=name, get_span_context=lambda: ctx)
+
+
 def test_recorder_writes_what_the_workload_timed(tmp_path):
-    class Ctx:
-        trace_id, span_id = 0xABC, 0x12
-
-    class Span:
-        name = "x"
-
-        def get_span_context(self):
-            return Ctx
-
+    Span = functools.partial(_fake_span, "x")
     rec = Recorder(tmp_path, "demo")
     rec.span(Span(), {"queue": 3.0, "cpu": 1.0})
     assert rec.task(Span(), {"cpu": 0.2, "io": 0.5}) == "io"
@@ -124,15 +124,7 @@ def test_recorder_writes_what_the_workload_timed(tmp_path):
 def test_children_the_workload_cannot_reach_take_the_truth_it_names(tmp_path):
     """A pool.wait span (made by agentscope's pool instrumentation, not the workload) under a
     step whose own truth is cpu is scored as the queue its workload named for it."""
-    class Ctx:
-        trace_id, span_id = 0xABC, 0x12
-
-    class Span:
-        name = "compress"
-
-        def get_span_context(self):
-            return Ctx
-
+    Span = functools.partial(_fake_span, "compress")
     rec = Recorder(tmp_path, "demo")
     rec.span(Span(), "cpu")
     rec.children(Span(), "pool.wait", "queue")

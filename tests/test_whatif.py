@@ -263,15 +263,19 @@ def test_what_would_help_is_the_best_predictions_in_every_report(tmp_path):
     assert "What would help" in r.output
 
 
-def test_hostile_names_in_suggestions_stay_inert(trace_dir):
-    with agentscope.task("t"):
-        with agentscope.stage("tool", name="[bold]x\x1b[2J<img src=x onerror=alert(1)>"):
-            time.sleep(0.05)
+def _one_tool(trace_dir, task: str, tool: str) -> "agentscope.analysis.Analysis":
+    """A task of one 50 ms tool, recorded and analysed."""
+    with agentscope.task(task), agentscope.stage("tool", name=tool):
+        time.sleep(0.05)
     agentscope.shutdown()
+    return agentscope.analyze(trace_dir)
+
+
+def test_hostile_names_in_suggestions_stay_inert(trace_dir):
     from agentscope.exporters.table import markdown
     from agentscope.exporters.views import help_lines
 
-    a = agentscope.analyze(trace_dir)
+    a = _one_tool(trace_dir, "t", "[bold]x\x1b[2J<img src=x onerror=alert(1)>")
     lines = help_lines(a)
     assert lines and not any("\x1b" in line for line in lines)
     helped = markdown(a).split("What would help")[1]
@@ -317,12 +321,9 @@ def test_long_chains_of_instant_spans_do_not_overflow_the_replay():
 
 
 def test_empty_names_never_break_the_proposals(trace_dir):
-    with agentscope.task(""):
-        with agentscope.stage("tool", name=""):
-            time.sleep(0.05)
-    agentscope.shutdown()
-    a = agentscope.analyze(trace_dir)
     from agentscope.exporters.views import help_lines
+
+    a = _one_tool(trace_dir, "", "")
 
     assert all("''" not in line for line in help_lines(a))
     assert a.suggestions  # the stage still is one
