@@ -79,6 +79,12 @@ def test_span_truth_follows_the_conventions_of_both_instrumentations():
         pytest.approx({"io": 0.5, "cpu": 1.5})
 
 
+# a model call's truth: the endpoint's fixed wait (io) and the client's own work building and
+# parsing the request (cpu); on a machine busy with other work the client's part takes longer
+# (0.47 of a 0.25 s call with two CPU burners on two cores) while the wait does not
+MODEL_CALL_IO = 0.4
+
+
 def _mostly(truth: dict, cls: str, share: float = 0.6) -> bool:
     return set(truth) <= {"io", "cpu"} and truth.get(cls, 0.0) >= share
 
@@ -148,7 +154,7 @@ def test_openai_client_with_the_otel_instrumentation(tmp_path, monkeypatch, mode
                 assert sp.attrs["gen_ai.request.model"] == "fake-sleep-0.25"
                 assert sp.attrs["gen_ai.usage.input_tokens"] > 0
                 assert sp.attrs["otel.scope.name"].startswith("opentelemetry.")
-                assert _mostly(truth[(trace_id, sp.span_id)], "io")
+                assert _mostly(truth[(trace_id, sp.span_id)], "io", MODEL_CALL_IO)
             elif sp.name.startswith("execute_tool"):
                 assert sp.attrs["gen_ai.tool.name"] == "rank_documents"
                 assert truth[(trace_id, sp.span_id)] == {"cpu": 1.0}
@@ -170,7 +176,7 @@ def test_openai_agents_sdk_with_openinference(tmp_path, monkeypatch, mode):
         assert {sp.name for sp in kinds["AGENT"]} == {"ask-search_web", "assistant"}
         for sp in kinds["LLM"]:
             assert sp.attrs["llm.model_name"] == "fake-sleep-0.25"
-            assert _mostly(truth[(trace_id, sp.span_id)], "io")
+            assert _mostly(truth[(trace_id, sp.span_id)], "io", MODEL_CALL_IO)
         tool = kinds["TOOL"][0]
         assert tool.name == "search_web" and _mostly(truth[(trace_id, tool.span_id)], "io", 0.9)
         assert tool.duration_ns >= 1.5e9
