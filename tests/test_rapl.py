@@ -142,6 +142,11 @@ def _readable_beside(tmp_path, caplog) -> None:
 
 def test_in_the_sampler_absent_zone_writes_no_energy(tmp_path):
     out = tmp_path / "out"
+    # no powercap at all: nothing to say
+    _, absent = default_sources(None, root=str(tmp_path / "proc"), gpus=False,
+                                sys_root=str(tmp_path))
+    assert SOURCE_HOST_ENERGY not in [name for name, _ in absent]
+    _zone(tmp_path, "intel-rapl:0", "package-0", None)  # a zone that cannot be read
     sources, absent = default_sources(None, root=str(tmp_path / "proc"), gpus=False,
                                       sys_root=str(tmp_path))
     s = Sampler(out, sources, absent, interval_s=0.1, host="h")

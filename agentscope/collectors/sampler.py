@@ -451,7 +451,10 @@ def default_sources(pid: Optional[int] = None, *, root: str = "/proc", per_core:
     try:  # CPU energy: RAPL zones readable here (mostly root only), else absent
         sources.append(RaplEnergy(sys_root))
     except SourceUnavailable as e:
-        absent.append((SOURCE_HOST_ENERGY, str(e)))
+        # a machine without powercap at all (most VMs, other CPUs) has nothing to report:
+        # only zones that are there but cannot be read are said to be absent
+        if os.path.isdir(os.path.join(sys_root, "class", "powercap")):
+            absent.append((SOURCE_HOST_ENERGY, str(e)))
     if pid is not None:
         try:
             sources.append(ProcessTree(pid, root))
