@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 
 from agentscope.analyzers.evidence import CLASSES
-from agentscope.scenarios import GPU_MISSING, UNAVAILABLE, catalogue, describe, run
+from agentscope.scenarios import (GPU_MISSING, UNAVAILABLE, ScenarioFailed, catalogue, describe,
+                                  run)
 from agentscope.scenarios.truth import scores
 
 TASKS_RIGHT, TIME_RIGHT, RECALL = 0.95, 0.90, 0.90
@@ -74,7 +75,11 @@ def main() -> int:
             for name in names:
                 where = root / f"load-{load}" / name
                 started = time.monotonic()
-                code = run(name, where, tasks=args.tasks, load=load, quiet=True)
+                try:
+                    code = run(name, where, tasks=args.tasks, load=load, quiet=True)
+                except ScenarioFailed as e:
+                    print(f"  {e}", file=sys.stderr)
+                    code = 1
                 print(f"  load {load} {name}: {time.monotonic() - started:.1f} s"
                       + ("" if not code else f" (exit {code})"), file=sys.stderr)
                 if code == UNAVAILABLE:

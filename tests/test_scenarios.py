@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from agentscope.cli import main
-from agentscope.scenarios import UNAVAILABLE, catalogue, describe, run, score
+from agentscope.scenarios import UNAVAILABLE, ScenarioFailed, catalogue, describe, run, score
 from agentscope.scenarios.truth import Recorder, _score, read_truth
 
 REPO = Path(__file__).resolve().parents[1]
@@ -185,3 +185,28 @@ def test_time_the_workload_could_not_time_is_scored_apart():
     assert s.path_s == pytest.approx(1.0) and s.path_unknown_s == pytest.approx(0.2)
     assert s.time_accuracy == pytest.approx(1.0)
     assert "0.20 s more with no truth" in describe(s)
+
+
+def test_a_folder_named_like_the_package_cannot_shadow_it(tmp_path, monkeypatch):
+    """Run from a folder holding a checkout (a directory named agentscope), the scenario's
+    processes still import the installed package: they start in the trace directory."""
+    (tmp_path / "agentscope").mkdir()
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["scenarios", "run", "io-http", "--out", "rec", "--tasks", "1"])
+    assert r.exit_code == 0, r.output
+    assert read_truth(tmp_path / "rec")[0]
+    meta = json.loads((tmp_path / "rec" / "scenario.json").read_text())["runs"][-1]
+    assert meta["command"].endswith("--out rec --tasks 1 --load 1")
+
+
+def test_a_failed_scenario_says_why_in_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTSCOPE_WHATIF_CHANGE", "tool=x")  # the workload refuses it
+    out = tmp_path / "rec"
+    with pytest.raises(ScenarioFailed, match=r"whatif-tool failed \(exit code 1\): "
+                                             r"ValueError: AGENTSCOPE_WHATIF_CHANGE"):
+        run("whatif-tool", out, tasks=1, quiet=True)
+    assert list(out.iterdir()) == []
+    r = CliRunner().invoke(main, ["scenarios", "run", "whatif-tool", "--out", str(out),
+                                  "--tasks", "1"])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert "failed (exit code 1): ValueError" in r.output and list(out.iterdir()) == []

@@ -22,7 +22,8 @@ from typing import Callable, Optional
 from ..formats import naming
 from .truth import Score, score
 
-__all__ = ["GPU_MISSING", "Score", "catalogue", "describe", "record", "run", "score"]
+__all__ = ["GPU_MISSING", "ScenarioFailed", "Score", "catalogue", "describe", "record", "run",
+           "score"]
 
 GPU_MISSING = ("gpu: no scenario records GPU-bound tasks without a GPU: they are recorded on a "
                "GPU machine (benchmarks/gpu_device_check.py), never simulated")
@@ -53,36 +54,56 @@ def machine() -> dict:
             "python": platform.python_version(), "cpus": cpus, "memory_bytes": mem}
 
 
+class ScenarioFailed(RuntimeError):
+    """A scenario's agent failed; the message is its last line of error output."""
+
+
 def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
         hz: float = 10.0, quiet: bool = False) -> int:
     """Record scenario ``name`` into ``out`` (its agent run under ``agentscope run``, so the
     host and process-tree counters are sampled at ``hz``, and a scenario made with
     ``model_server=True`` has its model server's vLLM metrics scraped too; a scenario made
     with ``collect=False`` runs alone, its spans the whole recording); returns the agent's
-    exit code (0, or :data:`UNAVAILABLE` when this machine cannot produce it)."""
+    exit code (0, or :data:`UNAVAILABLE` when this machine cannot produce it). Raises
+    :class:`ScenarioFailed` (its last line of error output) when the agent failed, having
+    removed the files that run wrote."""
     from .._version import __version__
 
     if name not in catalogue():
         raise ValueError(f"no scenario {name!r}; known: {', '.join(catalogue())}")
     chosen = catalogue()[name]
-    out = Path(out)
+    given = out
+    out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    before = {p.name for p in out.iterdir()}
     command = [sys.executable, "-m", "agentscope.scenarios.workloads", name,
                "--tasks", str(tasks), "--load", str(load)]
     started = datetime.datetime.now(datetime.timezone.utc)
     scraped = _model_server_scrape() if chosen.collect and chosen.model_server else None
+    # the children start in the trace directory: `python -m` puts the current directory
+    # first on the path, and a folder there named like the package (a checkout's parent
+    # folder) would shadow the installed one
     if chosen.collect:
-        code = subprocess.run(
-            [sys.executable, "-m", "agentscope.cli", "run", "--trace-dir", str(out),
-             "--hz", str(hz), "--no-per-core",
-             *(() if scraped is None else ("--model-server", scraped[1])), "--", *command],
-            env=None if scraped is None else {**os.environ, **scraped[0]},
-            stdout=subprocess.DEVNULL if quiet else None).returncode
+        argv = [sys.executable, "-m", "agentscope.cli", "run", "--trace-dir", str(out),
+                "--hz", str(hz), "--no-per-core",
+                *(() if scraped is None else ("--model-server", scraped[1])), "--", *command]
+        env = None if scraped is None else {**os.environ, **scraped[0]}
     else:  # the trace directory as `agentscope run` gives it, and no sampler anywhere
+        argv = command
         env = {k: v for k, v in os.environ.items() if k != "AGENTSCOPE_COLLECT"}
-        env["AGENTSCOPE_TRACE_DIR"] = os.path.abspath(out)
-        code = subprocess.run(command, env=env,
-                              stdout=subprocess.DEVNULL if quiet else None).returncode
+        env["AGENTSCOPE_TRACE_DIR"] = str(out)
+    done = subprocess.run(argv, env=env, cwd=out, stderr=subprocess.PIPE, text=True,
+                          errors="replace", stdout=subprocess.DEVNULL if quiet else None)
+    code = done.returncode
+    if code in (0, UNAVAILABLE):  # what it said (a scenario says why it is unavailable)
+        sys.stderr.write(done.stderr)
+    else:  # a failed recording: one line, and nothing of it left behind
+        last = next((ln for ln in reversed(done.stderr.splitlines()) if ln.strip()),
+                    f"exit code {code}")
+        for p in out.iterdir():
+            if p.name not in before and p.is_file():
+                p.unlink()
+        raise ScenarioFailed(f"scenario {name} failed (exit code {code}): {last.strip()}")
     meta = {"scenario": name, "expect": chosen.expect, "about": chosen.about,
             "tasks": tasks, "load": load, "hz": hz if chosen.collect else None,
             "collect": chosen.collect,
@@ -91,7 +112,7 @@ def run(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int = 1,
             "seconds": round((datetime.datetime.now(datetime.timezone.utc) - started)
                              .total_seconds(), 2),
             "exit_code": code, "agentscope": __version__, "machine": machine(),
-            "command": f"agentscope scenarios run {name} --out {out} --tasks {tasks} "
+            "command": f"agentscope scenarios run {name} --out {given} --tasks {tasks} "
                        f"--load {load}"}
     runs = out / naming.SCENARIO_FILE
     previous: list = []
@@ -135,7 +156,13 @@ def record(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int =
         where = os.path.join(out, n) if name == "all" else str(out)
         if say:
             say(f"scenario {n} -> {where}")
-        code = run(n, where, tasks=tasks, load=load, hz=hz)
+        try:
+            code = run(n, where, tasks=tasks, load=load, hz=hz)
+        except ScenarioFailed as e:
+            if say:
+                say(str(e))
+            failed.append(n)
+            continue
         if code == UNAVAILABLE:
             if say:
                 say(f"scenario {n}: not produced on this machine (see above)")
