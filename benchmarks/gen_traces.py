@@ -115,3 +115,32 @@ def write_otlp_lines(path: Path, tasks: int, spans_per_request: int = 500, **kw)
         if batch:
             flush()
     return n
+
+
+def main(argv: "list | None" = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        description="Generate synthetic agent traces (tasks of parallel agent branches of "
+                    "context -> inference -> tool steps) for benchmarks: our span files or "
+                    "OTLP/JSON lines (the Collector file exporter's format).",
+        epilog="example: python benchmarks/gen_traces.py /tmp/traces --tasks 1000 && "
+               "agentscope analyze /tmp/traces")
+    ap.add_argument("out", type=Path, help="directory to write into (created)")
+    ap.add_argument("--tasks", type=int, default=1000, help="tasks (traces) [1000]")
+    ap.add_argument("--spans-per-task", type=int, default=100, help="about this many [100]")
+    ap.add_argument("--branches", type=int, default=4, help="parallel agents per task [4]")
+    ap.add_argument("--seed", type=int, default=1, help="random seed [1]")
+    ap.add_argument("--format", choices=("spans", "otlp"), default="spans",
+                    help="our span files (4 of them) or one OTLP/JSON lines file [spans]")
+    args = ap.parse_args(argv)
+    kw = {"spans_per_task": args.spans_per_task, "branches": args.branches, "seed": args.seed}
+    if args.format == "otlp":
+        n = write_otlp_lines(args.out / "otlp-bench.jsonl", args.tasks, **kw)
+    else:
+        n = write_spanfiles(args.out, args.tasks, **kw)
+    print(f"{n} spans in {args.tasks} tasks -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

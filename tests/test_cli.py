@@ -117,3 +117,18 @@ def test_query_is_read_only_sql_over_the_store(tmp_path):
     csv_out = CliRunner().invoke(main, ["query", str(d), "--db", str(db), "--format", "csv",
                                         "SELECT count(*) AS n FROM critical_path"])
     assert csv_out.stdout.splitlines()[0] == "n"
+
+
+def test_the_trace_generator_has_a_command_line(tmp_path):
+    """benchmarks/gen_traces.py: --help says how to use it; a run writes what analyze reads."""
+    import subprocess
+    import sys
+
+    gen = str(REPO / "benchmarks" / "gen_traces.py")
+    r = subprocess.run([sys.executable, gen, "--help"], capture_output=True, text=True,
+                       check=True)
+    assert "usage:" in r.stdout and "--tasks" in r.stdout
+    subprocess.run([sys.executable, gen, str(tmp_path / "t"), "--tasks", "3"], check=True,
+                   capture_output=True)
+    a = agentscope.analyze(tmp_path / "t")
+    assert a.summary.tasks == 3
