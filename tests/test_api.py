@@ -176,3 +176,26 @@ def test_attribute_values_are_coerced_not_rejected(trace_dir):
     assert span.attrs["agentscope.tags"] == ["a", "b"]
     assert span.attrs["agentscope.mixed"] == ["1", "x"]
     assert "agentscope.nothing" not in span.attrs
+
+
+def test_tasks_without_init_say_once_that_nothing_is_recorded():
+    """Decorators used before agentscope.init() record nothing, and say so once on stderr; a
+    program that turned tracing off (AGENTSCOPE_DISABLED=1) or shut it down is not told."""
+    import subprocess
+    import sys
+
+    from .conftest import child_env
+
+    code = ("import agentscope\n"
+            "@agentscope.task\n"
+            "def t():\n"
+            "    with agentscope.stage('tool'):\n"
+            "        pass\n"
+            "t(); t()\n")
+    r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                       text=True, check=True)
+    assert r.stderr.count("before agentscope.init() was called: nothing is recorded") == 1
+    quiet = "import agentscope\nagentscope.init('traces')\n" + code
+    r = subprocess.run([sys.executable, "-c", quiet], env=child_env(AGENTSCOPE_DISABLED="1"),
+                       capture_output=True, text=True, check=True)
+    assert "agentscope.init()" not in r.stderr

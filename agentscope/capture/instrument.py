@@ -36,6 +36,16 @@ def _trouble(what: str, exc: BaseException) -> None:
     log_once(what, "agentscope: %s failed (%r); the instrumented code runs on untraced", what, exc)
 
 
+def _untraced() -> None:
+    """Instrumented code ran while tracing is off: say so once if init() was never called
+    (a deliberate shutdown or AGENTSCOPE_DISABLED=1 stays quiet)."""
+    if not state.init_called:
+        log_once("no init", "agentscope: a task or stage ran before agentscope.init() was "
+                 "called: nothing is recorded. Call agentscope.init() at the start of the "
+                 "program (under `agentscope run` too: it configures the trace directory, the "
+                 "program still calls init)")
+
+
 def _end(handle: Any, exc: Optional[BaseException]) -> None:
     try:
         if exc is not None and not isinstance(exc, GeneratorExit):
@@ -109,7 +119,9 @@ class Instrument:
     def __enter__(self) -> trace.Span:
         rt = state.active
         handle = None
-        if rt is not None:
+        if rt is None:
+            _untraced()
+        else:
             try:
                 handle = self._begin(rt, self.name or self.stage, self.attrs,
                                      _get_running_loop() is not None)
@@ -153,6 +165,7 @@ class Instrument:
         def traced(*args: Any, **kwargs: Any) -> Any:
             rt = state.active
             if rt is None:
+                _untraced()
                 return fn(*args, **kwargs)
             try:
                 handle = begin(rt, name, stage, attrs, _get_running_loop() is not None, new_trace)
@@ -178,6 +191,7 @@ class Instrument:
         async def traced(*args: Any, **kwargs: Any) -> Any:
             rt = state.active
             if rt is None:
+                _untraced()
                 return await fn(*args, **kwargs)
             try:
                 handle = begin(rt, name, stage, attrs, True, new_trace)

@@ -141,6 +141,7 @@ def init(trace_dir: "str | os.PathLike[str] | None" = None, service: Optional[st
     sampler reads the rest).
     """
     global _atexit_registered
+    state.init_called = True
     with _init_lock:
         if state.active is not None:
             return state.active

@@ -11,6 +11,10 @@ from asyncio import current_task
 from typing import Any, Optional
 
 active: Optional[Any] = None  # an agentscope.capture.runtime.Runtime while tracing is on
+# agentscope.init() was called in this process (tracing may since have been shut down, or been
+# turned off by the environment): instrumented code without it is told once that nothing is
+# recorded
+init_called = False
 
 # the asyncio event loops instrumented code ran on: the in-process sampler probes their lag
 loops: "weakref.WeakSet[Any]" = weakref.WeakSet()
