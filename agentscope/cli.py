@@ -170,8 +170,12 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
                    "(e.g. http://localhost:9091), as `agentscope serve` exposes them.")
 @click.option("--push-job", default="agentscope", show_default=True,
               help="The Pushgateway job to push under (replaces that job's metrics).")
+@click.option("--task", "task", default=None, metavar="ID|NAME",
+              help="Show one task in full: its timeline and every section's evidence (a trace "
+                   "id or its first characters, as the table shows them, or a task name: the "
+                   "slowest of that name).")
 def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
-            push_gateway: "str | None", push_job: str) -> None:
+            push_gateway: "str | None", push_job: str, task: "str | None") -> None:
     """Load SOURCE (a trace directory or one trace file) and name what limited each task.
 
     For every task (trace): its critical path, each section classified as gpu, cpu, memory,
@@ -203,7 +207,9 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
         except Exception as e:  # the report is still printed; exit 1 after it
             click.echo(f"agentscope analyze: could not push to {push_gateway}: {e}", err=True)
             pushed = False
-    if fmt == "json":
+    if task is not None:
+        _show_task(analysis, task, fmt)
+    elif fmt == "json":
         # indented for a person at a terminal; compact (several times faster) into pipes
         click.echo(analysis.to_json(indent=2 if sys.stdout.isatty() else None))
     elif fmt == "markdown":
@@ -220,6 +226,29 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
             console = Console(width=120)  # pipes and files: do not squeeze to 80 columns
         render(analysis, console, limit)
     sys.exit(1 if analysis.problems or not pushed else 0)
+
+
+def _show_task(analysis, selector: str, fmt: str) -> None:
+    """``analyze --task``: one task in full, or why none."""
+    from rich.console import Console
+
+    from .exporters.table import find_tasks, render_task
+
+    found = find_tasks(analysis, selector)
+    if not found:
+        _fail(f"no task with trace id starting {selector!r} or named {selector!r} "
+              "(the table's trace column shows the ids)")
+    t = found[0]
+    if len(found) > 1:
+        _say(f"{len(found)} tasks match {selector!r}: the slowest shown")
+    if fmt == "json":
+        doc = next(x for x in analysis.to_dict()["tasks"] if x["trace_id"] == t.trace_id)
+        click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
+        return
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)
+    render_task(t, console)
 
 
 @main.command()

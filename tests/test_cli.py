@@ -132,3 +132,32 @@ def test_the_trace_generator_has_a_command_line(tmp_path):
                    capture_output=True)
     a = agentscope.analyze(tmp_path / "t")
     assert a.summary.tasks == 3
+
+
+def test_the_readmes_queries_and_task_view_run_as_written(tmp_path):
+    """Every `agentscope query traces/ "..."` of the README, as written, on a copy of the shipped
+    traces; and `analyze --task` by a trace id's first characters, by a name, and not found."""
+    import re
+    import shutil
+
+    readme = (REPO / "README.md").read_text()
+    queries = re.findall(r'agentscope query traces/ "(.*?)"', readme, flags=re.S)
+    assert len(queries) >= 2
+    traces = tmp_path / "traces"
+    shutil.copytree(REPO / "sample_traces", traces,
+                    ignore=shutil.ignore_patterns(".agentscope"))
+    for sql in queries:
+        r = CliRunner().invoke(main, ["query", str(traces), sql])
+        assert r.exit_code == 0, (sql, r.output)
+        assert len(r.output.splitlines()) >= 3, r.output
+    a = agentscope.analyze(traces)
+    slowest = max(a.task_results, key=lambda t: t.duration_ns)
+    r = CliRunner().invoke(main, ["analyze", str(traces), "--task", slowest.trace_id[:8]])
+    assert r.exit_code == 0 and slowest.trace_id in r.output and "critical path" in r.output
+    r = CliRunner().invoke(main, ["analyze", str(traces), "--task", slowest.name])
+    assert r.exit_code == 0 and slowest.trace_id in r.output
+    r = CliRunner().invoke(main, ["analyze", str(traces), "--task", slowest.trace_id[:8],
+                                  "--format", "json"])
+    assert json.loads(r.output)["trace_id"] == slowest.trace_id
+    r = CliRunner().invoke(main, ["analyze", str(traces), "--task", "no-such-task"])
+    assert r.exit_code == 1 and "no task" in r.output

@@ -75,7 +75,7 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
     tasks = sorted(analysis.task_results, key=lambda t: -t.duration_ns)
     table = Table(title=f"Tasks (slowest {min(limit, len(tasks))} of {len(tasks)})",
                   title_justify="left")
-    for col, kw in (("task", {"overflow": "fold"}), ("lane", {}),
+    for col, kw in (("task", {"overflow": "fold"}), ("trace", {"no_wrap": True}), ("lane", {}),
                     ("duration", {"justify": "right", "no_wrap": True}), ("bottleneck", {}),
                     ("conf.", {"justify": "right"}), ("shares", {"no_wrap": True, "min_width": 20}),
                     ("held longest by", {"overflow": "fold"})):
@@ -87,7 +87,8 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
         shares = _bar(t.shares, assumed=t.assumed)
         lower = lower or any(ch.islower() for ch in re.sub(r"\[[^]]*\]", "", shares))
         marks = marks or guessed or held_assumed
-        table.add_row(_cell(t.name), _cell(t.lane or "-"), f"{t.duration_ns / 1e9:.3f} s",
+        table.add_row(_cell(t.name), _cell(short_id(t.trace_id)), _cell(t.lane or "-"),
+                      f"{t.duration_ns / 1e9:.3f} s",
                       f"[{COLOURS[t.bottleneck]}]{escape(marked(t.bottleneck, guessed))}[/]",
                       f"{t.confidence:.2f}", shares, _cell(longest))
     console.print(table)
@@ -221,14 +222,15 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
     lines += ["Bottlenecks: " + (bottleneck_counts(s, star) or "none"), "",
               *([_md(lost_words(s)) + ".", ""] if lost_words(s) else []),
               *[f"- {_md(line)}" for line in gpu_lines(s)], *([""] if s.gpu else []),
-              "| task | lane | duration | bottleneck | confidence | main evidence |",
-              "|---|---|---:|---|---:|---|"]
+              "| task | trace | lane | duration | bottleneck | confidence | main evidence |",
+              "|---|---|---|---:|---|---:|---|"]
     marks = bool(assumed_shares(s) or s.assumed_bottlenecks)
     for t in sorted(analysis.task_results, key=lambda t: -t.duration_ns)[:limit]:
         evidence = _md(t.evidence[0] if t.evidence else "")
         guessed = bottleneck_assumed(t)
         marks = marks or guessed
-        lines.append(f"| {_md(t.name)} | {_md(t.lane or '-')} | {t.duration_ns / 1e9:.3f} s | "
+        lines.append(f"| {_md(t.name)} | `{_md(short_id(t.trace_id))}` | {_md(t.lane or '-')} | "
+                     f"{t.duration_ns / 1e9:.3f} s | "
                      f"**{t.bottleneck}**{star if guessed else ''} | {t.confidence:.2f} | "
                      f"{evidence} |")
     lower = False
@@ -272,3 +274,37 @@ _MD_ACTIVE = re.compile(r"[\\`*_\[\]<>|#!~]")
 def _cell(text: Any) -> str:
     """Input text for a rich cell or line: inert, and its square brackets not markup."""
     return escape(inert(text))
+
+
+SHORT_ID = 8  # hex digits of a trace id shown in tables (`analyze --task` takes any prefix)
+
+
+def short_id(trace_id: Any) -> str:
+    return str(trace_id or "")[:SHORT_ID]
+
+
+def find_tasks(analysis: Analysis, selector: str) -> list:
+    """The tasks a ``--task`` selector names: those whose trace id starts with it (at least 4
+    characters), else those of that name; slowest first."""
+    sel = str(selector).strip().lower()
+    tasks = analysis.task_results
+    got = [t for t in tasks if len(sel) >= 4 and str(t.trace_id).lower().startswith(sel)]
+    if not got:
+        got = [t for t in tasks if t.name == selector]
+    return sorted(got, key=lambda t: -t.duration_ns)
+
+
+def render_task(t: Any, console: Console) -> None:
+    """One task in full: its timeline, then every section of its critical path with its
+    evidence."""
+    console.print(f"trace {_cell(t.trace_id)}", highlight=False)
+    _timeline(console, "task", t)
+    console.print("[bold]critical path[/] (every section, its class and evidence):")
+    for s in t.segments:
+        console.print(f"  {(s.start_ns - t.start_ns) / 1e9:8.3f}–"
+                      f"{(s.end_ns - t.start_ns) / 1e9:.3f} s "
+                      f"{inert(s.name)} [{inert(s.stage or '-')}] {s.cls} "
+                      f"({s.confidence:.2f}): {inert(s.evidence)}", markup=False,
+                      highlight=False)
+    for line in t.evidence[1:]:
+        console.print(f"  also: {inert(line)}", markup=False, highlight=False)
