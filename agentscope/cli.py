@@ -453,6 +453,9 @@ _COLLECT_OPTIONS = [
                  help="Host CPU utilization in total only, not per core."),
     click.option("--proc-root", default="/proc", show_default=True, metavar="DIR",
                  help="Where /proc is (e.g. /host/proc in a container watching its host)."),
+    click.option("-v", "--verbose", is_flag=True,
+                 help="Also say which sources are absent here (no GPU, no pressure stall "
+                      "information, ...); they are recorded as absent either way."),
 ]
 
 
@@ -463,13 +466,13 @@ def _collect_options(f):
 
 
 def _sampler_options(hz: float, model_servers: tuple, no_gpu: bool, no_per_core: bool,
-                     proc_root: str):
+                     proc_root: str, verbose: bool = False):
     """The parsed _COLLECT_OPTIONS as the library's SamplerOptions."""
     from .collectors.sidecar import SamplerOptions
 
     try:
         return SamplerOptions(hz=hz, model_servers=model_servers, gpus=not no_gpu,
-                              per_core=not no_per_core, proc_root=proc_root)
+                              per_core=not no_per_core, proc_root=proc_root, verbose=verbose)
     except ValueError as e:
         raise click.UsageError(str(e))
 
@@ -482,7 +485,8 @@ def _sampler_options(hz: float, model_servers: tuple, no_gpu: bool, no_per_core:
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
 @_collect_options
 def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
-            model_servers: tuple, no_gpu: bool, no_per_core: bool, proc_root: str) -> None:
+            model_servers: tuple, no_gpu: bool, no_per_core: bool, proc_root: str,
+            verbose: bool) -> None:
     """Sample host, process-tree, GPU and model-server counters until stopped (a sidecar).
 
     Samples go to OUT/samples-<host>-<pid>-<ms>-collector.jsonl, beside the spans of the
@@ -498,7 +502,7 @@ def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
 
     from .collectors import sidecar
 
-    options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root)
+    options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root, verbose)
     sampler = sidecar.collect(out, options, pid=pid, duration=duration, say=_say)
     click.echo(f"agentscope: {sampler.samples} samples in {sampler.rounds} rounds "
                f"(pid {os.getpid()})", err=True)
@@ -511,7 +515,7 @@ def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
 @_collect_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu: bool,
-        no_per_core: bool, proc_root: str) -> None:
+        no_per_core: bool, proc_root: str, verbose: bool) -> None:
     """Run COMMAND with tracing configured and its counters sampled.
 
     The program finds the trace directory through AGENTSCOPE_TRACE_DIR (agentscope.init()
@@ -528,7 +532,7 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
     """
     from .collectors import sidecar
 
-    options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root)
+    options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root, verbose)
     sys.exit(sidecar.run_command(command, trace_dir, options, _say))
 
 

@@ -57,12 +57,17 @@ def test_options_hold_the_model_servers_as_a_tuple():
     assert SamplerOptions(model_servers=["http://a/metrics"]).model_servers == ("http://a/metrics",)
 
 
-def test_make_sampler_reports_absent_sources(tmp_path):
+def test_make_sampler_reports_absent_sources_when_verbose(tmp_path):
     said = []
     sampler = make_sampler(str(tmp_path), None, SamplerOptions(proc_root=str(tmp_path / "none"),
-                                                               gpus=False), said.append)
+                                                               gpus=False, verbose=True),
+                           said.append)
     assert sampler.interval_s == pytest.approx(0.1)
     assert said and all(m.startswith("agentscope: ") and " absent: " in m for m in said)
+    quiet: list = []
+    make_sampler(str(tmp_path), None, SamplerOptions(proc_root=str(tmp_path / "none"),
+                                                     gpus=False), quiet.append)
+    assert quiet == []
 
 
 # ---- run_command -----------------------------------------------------------------------------
@@ -174,3 +179,26 @@ def test_collect_off_the_main_thread_stops_on_its_event(tmp_path):
         stop.set()
         sampler = running.result(PATIENCE_S)  # raises what collect raised there
     assert sampler.path.exists()
+
+
+def test_absent_sources_are_said_only_when_asked(tmp_path):
+    """`agentscope run` does not tell a machine without a GPU so on every run; -v does (the
+    absent sources are recorded as such either way)."""
+    import subprocess
+    import sys
+
+    from .conftest import child_env
+
+    base = [sys.executable, "-m", "agentscope.cli", "run", "--no-per-core"]
+    prog = ["--", sys.executable, "-c", "pass"]
+    quiet = subprocess.run(base + ["--trace-dir", str(tmp_path / "a")] + prog, env=child_env(),
+                           capture_output=True, text=True, timeout=120, check=True)
+    loud = subprocess.run(base + ["-v", "--trace-dir", str(tmp_path / "b")] + prog,
+                          env=child_env(), capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert " absent: " not in quiet.stderr
+    import agentscope.collectors.sampler as sampler_mod
+
+    _, absent = sampler_mod.default_sources(None)
+    if absent:  # this machine lacks something (a GPU, here): -v names it
+        assert f"{absent[0][0]} absent: " in loud.stderr

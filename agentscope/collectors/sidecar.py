@@ -41,13 +41,16 @@ FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")  # 
 class SamplerOptions:
     """What a sidecar samples, and how often: ``hz`` rounds a second; the vLLM/SGLang
     Prometheus endpoints to scrape; whether to read NVIDIA GPUs and per-core CPU
-    utilization; where ``/proc`` is (``/host/proc`` in a container watching its host)."""
+    utilization; where ``/proc`` is (``/host/proc`` in a container watching its host);
+    ``verbose``: also say which sources are absent on this machine (each is recorded as
+    ``agentscope.collector.up`` = 0 either way)."""
 
     hz: float = 10.0
     model_servers: tuple = ()
     gpus: bool = True
     per_core: bool = True
     proc_root: str = "/proc"
+    verbose: bool = False
 
     def __post_init__(self) -> None:
         if not (self.hz > 0 and math.isfinite(self.hz)):
@@ -57,10 +60,11 @@ class SamplerOptions:
 
 def make_sampler(out: str, pid: int | None, options: SamplerOptions, say: Say) -> Sampler:
     """A (not started) sampler of the sources that work here, writing into ``out``; with
-    ``pid``, also of that process's tree. Each absent source is reported through ``say``."""
+    ``pid``, also of that process's tree. With ``options.verbose``, each absent source is
+    reported through ``say`` (a machine without a GPU need not be told so on every run)."""
     sources, absent = default_sources(pid, root=options.proc_root, per_core=options.per_core,
                                       gpus=options.gpus, model_servers=options.model_servers)
-    for name, reason in absent:
+    for name, reason in absent if options.verbose else ():
         say(f"agentscope: {name} absent: {reason}")
     return Sampler(out, sources, absent, interval_s=1.0 / options.hz)
 
