@@ -298,9 +298,9 @@ def whatif(trace_dir: str, speedup: tuple, cpus: "int | None", slots: tuple, fmt
         prediction = analysis.whatif(changes, cpus=cpus, slots=slot_map)
     except ValueError as e:  # e.g. --slots naming a server no span called
         raise click.UsageError(str(e)) from None
-    for line in prediction.assumptions:
-        if line.startswith("selected no span"):
-            _say(f"agentscope whatif: --speedup {line}")
+    if prediction.unmatched:
+        _say("agentscope whatif: --speedup selected no span (check the spelling): "
+             + ", ".join(prediction.unmatched))
     if fmt == "json":
         click.echo(json.dumps(prediction.to_dict(), indent=2 if sys.stdout.isatty() else None))
     elif fmt == "markdown":

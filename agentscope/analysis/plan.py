@@ -9,7 +9,8 @@ import numpy as np
 
 from ..analyzers.lanes import head_of_line
 from ..analyzers.plan import PlanInput, parse_price, plan
-from ..analyzers.whatif import Stats, _covered_ns
+from ..analyzers.timing import covered_ns
+from ..analyzers.whatif import Stats
 from .whatif import spans_for_prediction
 
 
@@ -23,11 +24,12 @@ def capacity_plan(analysis: Any, prices: Any = None, gpu_target: float = 0.8) ->
         raise ValueError(f"gpu_target {gpu_target!r}: a share of the time, over 0 and at most 1")
     tasks = analysis.task_results
     with analysis._store.open() as store:
-        spans, capacity, roles = spans_for_prediction(store)
+        # the plan reads the spans' times, CPU and roles, not their classes
+        spans, capacity, roles = spans_for_prediction(store, classified=False)
         resources = store.plan_resources()
     starts = np.asarray([t.start_ns for t in tasks], dtype=np.int64)
     ends = starts + np.asarray([t.duration_ns for t in tasks], dtype=np.int64)
-    busy_s = _covered_ns(starts, ends) / 1e9 if len(tasks) else 0.0
+    busy_s = covered_ns(starts, ends) / 1e9 if len(tasks) else 0.0
     by_stage: dict = {}
     for stage, classes in analysis.breakdown("stage").items():
         by_stage[stage] = by_stage.get(stage, 0.0) + sum(classes.values())

@@ -9,19 +9,25 @@ import numpy as np
 
 from ..analyzers import engine
 from ..analyzers.counters import METRICS
+from ..analyzers.evidence import CLASSES
 from ..analyzers.replay import Capacity
 from ..analyzers.whatif import Prediction, Spans, predict, speedups
 
 
-def spans_for_prediction(store: Any) -> tuple:
+def spans_for_prediction(store: Any, classified: bool = True) -> tuple:
     """(:class:`Spans` of every task in ``store``, the recorded :class:`Capacity`, the
-    store's :meth:`~agentscope.store.duckdb_store.Store.span_roles`)."""
-    series = store.counter_series(METRICS)
-    trees = store.process_trees()
-    counted = series is not None or trees is not None
-    inp = store.analysis_input(with_counters=counted)
-    lags = store.loop_lags() if series is not None else None
-    shares = engine.span_shares(inp, series, lags, trees)
+    store's :meth:`~agentscope.store.duckdb_store.Store.span_roles`). ``classified=False``
+    leaves the spans' class shares at zero (for readers that need only their times, CPU and
+    roles: the classification is most of the cost)."""
+    if classified:
+        series = store.counter_series(METRICS)
+        trees = store.process_trees()
+        inp = store.analysis_input(with_counters=series is not None or trees is not None)
+        lags = store.loop_lags() if series is not None else None
+        shares = engine.span_shares(inp, series, lags, trees)
+    else:
+        inp = store.analysis_input()
+        shares = np.zeros((len(inp.trace_no), len(CLASSES)))
     roles = store.span_roles()
     n = len(inp.trace_no)
     trace_no = np.asarray(inp.trace_no)

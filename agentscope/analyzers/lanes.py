@@ -18,6 +18,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .timing import covered_ns
+
 BATCH = "batch"
 
 
@@ -75,7 +77,7 @@ def head_of_line(spans: Any, held_by: Any = None) -> dict:
             lo, hi = max(a, int(start[h] + queue[h])), min(b, int(end[h]))
             if hi > lo:
                 intervals.append((lo, hi))
-        behind = _union(intervals)
+        behind = covered_ns([lo for lo, _ in intervals], [hi for _, hi in intervals])
         if behind > 0:
             out[lane]["behind_batch_s"] += behind / 1e9
             out[lane]["by_server"][server] = out[lane]["by_server"].get(server, 0.0) + \
@@ -87,17 +89,3 @@ def head_of_line(spans: Any, held_by: Any = None) -> dict:
         d["behind_batch_s"] = round(d["behind_batch_s"], 6)
         d["by_server"] = {k: round(v, 6) for k, v in d["by_server"].items()}
     return {lane: d for lane, d in out.items() if d["queued_s"] > 0}
-
-
-def _union(intervals: list) -> int:
-    total, cur = 0, None
-    for lo, hi in sorted(intervals):
-        if cur is None or lo > cur[1]:
-            if cur is not None:
-                total += cur[1] - cur[0]
-            cur = [lo, hi]
-        else:
-            cur[1] = max(cur[1], hi)
-    if cur is not None:
-        total += cur[1] - cur[0]
-    return total

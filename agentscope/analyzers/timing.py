@@ -72,7 +72,6 @@ class Deps:
     done: dict  # parent row -> [child rows in the order they were found ended]
     ops: list
     task_rows: list  # per task: its virtual row
-    roots: list  # per task: its root rows
     # the first arrival (ns): an ARRIVAL's gap counts from it, so that times stay exact in
     # float64 (ns since the epoch do not)
     origin: int = 0
@@ -121,7 +120,6 @@ def dependencies(parent: Any, start: Any, end: Any, bounds: list, services: Any 
     st = np.asarray(start, dtype=np.int64).tolist()
     en = np.maximum(np.asarray(end, dtype=np.int64), np.asarray(start, dtype=np.int64)).tolist()
     kids: list = [[] for _ in range(n + T)]
-    roots: list = []
     for t, (lo, hi) in enumerate(bounds):
         rs = []
         for i in range(lo, hi):
@@ -131,7 +129,6 @@ def dependencies(parent: Any, start: Any, end: Any, bounds: list, services: Any 
                 rs.append(i)
             else:
                 kids[p].append(i)
-        roots.append(rs)
         kids[n + t] = rs
         st.append(min((st[i] for i in rs), default=0))
         en.append(max((en[i] for i in rs), default=0))
@@ -165,7 +162,7 @@ def dependencies(parent: Any, start: Any, end: Any, bounds: list, services: Any 
     # cycles (a span its own ancestor) were cut by the store; any row not reached is left
     # where it was: evaluate it last, from its recorded times
     return Deps(n, par, st, en, s_kind, s_ref, s_gap, e_kind, e_ref, e_gap, done, ops,
-                [n + t for t in range(T)], roots, origin)
+                [n + t for t in range(T)], origin)
 
 
 def _anchor_children(p: int, children: list, st: list, en: list, s_kind: list, s_ref: list,
@@ -285,3 +282,21 @@ def retime(deps: Deps, scale: Any) -> tuple:
             new_e[i] = at if at >= new_s[i] else new_s[i]
     return (np.rint(new_s).astype(np.int64) + origin,
             np.rint(new_e).astype(np.int64) + origin)
+
+
+def covered_ns(starts: Any, ends: Any) -> int:
+    """The length of the union of the intervals [starts, ends) (ns)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    total, cur_a, cur_b = 0, None, None
+    for a, b in zip(starts[order].tolist(), ends[order].tolist()):
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        elif b > cur_b:
+            cur_b = b
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total

@@ -29,7 +29,7 @@ import numpy as np
 
 from .critical_path import walk_many
 from .evidence import CLASSES, GAP_SHARES
-from .timing import Deps, dependencies, retime
+from .timing import Deps, covered_ns, dependencies, retime
 
 KINDS = ("stage", "name", "class", "service")
 SCHEMA = "agentscope.whatif/v1"
@@ -126,6 +126,10 @@ class Spans:
         return dependencies(self.parent, self.start, self.end, self.bounds,
                             self.task_service, self.task_lane)
 
+    def column(self, kind: str) -> Any:
+        """The values a speedup of ``kind`` (stage, name, service) selects on."""
+        return {"stage": self.stage, "name": self.name, "service": self.service}[kind]
+
     def every(self, step: int) -> "Spans":
         """Every ``step``-th task, its spans copied out."""
         keep = list(range(0, len(self.bounds), max(step, 1)))
@@ -180,7 +184,7 @@ class Stats:
         starts = np.asarray(starts_ns, dtype=np.int64)
         ends = np.maximum(np.asarray(ends_ns, dtype=np.int64), starts)
         span = (float(ends.max()) - float(starts.min())) / 1e9
-        busy = _covered_ns(starts, ends) / 1e9
+        busy = covered_ns(starts, ends) / 1e9
         p50, p95, p99 = np.percentile(d, [50, 95, 99]).tolist()
         return cls(len(d), float(d.mean()), p50, p95, p99, span,
                    len(d) / busy * 3600.0 if busy > 0 else 0.0)
@@ -219,6 +223,7 @@ class Prediction:
     selected_spans: int  # spans the speedups selected
     path_share_after: dict  # class -> share of all predicted critical-path time
     speedups: tuple = ()  # the Speedups applied
+    unmatched: tuple = ()  # those of them that selected no span (as written)
 
     def to_dict(self) -> dict:
         return {
@@ -245,22 +250,6 @@ class Prediction:
         return (b - self.predicted.mean_s) / b if b > 0 else 0.0
 
 
-def _covered_ns(starts: Any, ends: Any) -> int:
-    """The length of the union of intervals [starts, ends)."""
-    order = np.argsort(starts, kind="stable")
-    total, cur_a, cur_b = 0, None, None
-    for a, b in zip(starts[order].tolist(), ends[order].tolist()):
-        if cur_b is None or a > cur_b:
-            if cur_b is not None:
-                total += cur_b - cur_a
-            cur_a, cur_b = a, b
-        elif b > cur_b:
-            cur_b = b
-    if cur_b is not None:
-        total += cur_b - cur_a
-    return total
-
-
 def scale_of(spans: Spans, changes: Sequence[Speedup]) -> np.ndarray:
     """Per span, what its own time is multiplied by (1: unchanged)."""
     n = len(spans)
@@ -270,8 +259,7 @@ def scale_of(spans: Spans, changes: Sequence[Speedup]) -> np.ndarray:
         if s.kind == "class":
             per_class[CLASSES.index(s.value)] /= s.factor
         else:
-            column = {"stage": spans.stage, "name": spans.name, "service": spans.service}[s.kind]
-            scale = np.where(s.matches(column), scale / s.factor, scale)
+            scale = np.where(s.matches(spans.column(s.kind)), scale / s.factor, scale)
     if np.any(per_class != 1.0) and n:
         shares = np.asarray(spans.shares, dtype=np.float64)
         total = shares.sum(axis=1)
@@ -298,8 +286,8 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
         "a task that started within 20 ms of the end of another task of its service and lane "
         "follows that task; the others arrive when they arrived",
     ]
-    unmatched = [str(s) for s in changes if s.kind != "class" and not s.matches(
-        {"stage": spans.stage, "name": spans.name, "service": spans.service}[s.kind]).any()]
+    unmatched = tuple(str(s) for s in changes
+                      if s.kind != "class" and not s.matches(spans.column(s.kind)).any())
     if unmatched:
         assumptions.append("selected no span (check the spelling): " + ", ".join(unmatched))
     if any(s.kind == "class" for s in changes):
@@ -354,7 +342,7 @@ def predict(spans: Spans, changes: Sequence[Speedup] = (), cpus: Optional[int] =
         Stats.of(naive_d, base_s[tasks_v], naive_e), lanes, task_changes, tuple(assumptions),
         int(np.count_nonzero(scale != 1.0)),
         {} if replayed else {c: float(v / total_after) if total_after > 0 else 0.0
-                             for c, v in zip(CLASSES, after[1])}, changes)
+                             for c, v in zip(CLASSES, after[1])}, changes, unmatched)
 
 
 def _walk(spans: Spans, start: Any, end: Any) -> Any:
