@@ -2,14 +2,18 @@
 
 Each command parses its options, calls the library (the front door
 :func:`agentscope.analysis.analyze`, an exporter, the sidecar, the scenarios) and prints.
-Exit codes: 0 ok, 1 the input had problems (the report is still produced), 2 usage error.
+Exit codes: 0 ok, 1 the input had problems (the report is still produced) or held no task,
+2 usage error. Every command takes -q (only the output and errors) and -v (also what was loaded
+and how long it took).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+import time
 
 import click
 
@@ -39,6 +43,46 @@ def _db_option(f):
         "--db", type=click.Path(dir_okay=False, path_type=str), default=None,
         help="DuckDB file to use [default: SOURCE/.agentscope/agentscope.duckdb; in memory "
              "for a single file].")(f)
+
+
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+_LEVEL_KEY = "agentscope.verbosity"
+
+
+def _set_level(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if not value:
+        return value
+    level = QUIET if param.name == "quiet" else VERBOSE
+    if ctx.meta.get(_LEVEL_KEY, level) != level:
+        raise click.UsageError("give one of -q/--quiet and -v/--verbose, not both")
+    ctx.meta[_LEVEL_KEY] = level
+    if level == VERBOSE:  # the library's own informational lines too
+        log = logging.getLogger("agentscope")
+        if not any(getattr(h, "_agentscope_cli", False) for h in log.handlers):
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("agentscope: %(message)s"))
+            handler._agentscope_cli = True  # type: ignore[attr-defined]
+            log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    return value
+
+
+def _verbosity(verbose_help: str = "Also say what was loaded (files by format, spans, "
+               "samples, files skipped and why) and how long loading and analysis took."):
+    """``-q/--quiet`` and ``-v/--verbose``, shared by every command (read with _level())."""
+    def decorate(f):
+        f = click.option("-v", "--verbose", is_flag=True, expose_value=False,
+                         callback=_set_level, help=verbose_help)(f)
+        return click.option("-q", "--quiet", is_flag=True, expose_value=False,
+                            callback=_set_level,
+                            help="Print only the output and errors: no warnings, no "
+                                 "progress, no summary lines on stderr.")(f)
+    return decorate
+
+
+def _level() -> int:
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_LEVEL_KEY, NORMAL) if ctx is not None else NORMAL
 
 
 def _headers(headers: tuple) -> dict:
@@ -75,11 +119,14 @@ class _ProgressBar:
 
 def _analysis(trace_dir: str, db: "str | None", quiet: bool = False):
     """Load and analyse TRACE_DIR through the front door, with a progress bar on long loads
-    and, on stderr, why there is nothing to report when there is nothing."""
+    and, on stderr, why there is nothing to report when there is nothing (and with -v what
+    was loaded and how long it took)."""
     from .analysis import analyze
     from .errors import StoreError
 
+    quiet = quiet or _level() == QUIET
     bar = None if quiet else _ProgressBar()
+    started = time.perf_counter()
     try:
         analysis = analyze(trace_dir, db, progress=bar, batch=True)
     except (FileNotFoundError, NotADirectoryError) as e:
@@ -94,14 +141,37 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False):
         why = analysis.load.skipped[0].reason
         analysis.close()
         _fail(f"{trace_dir}: {why}: not a trace file agentscope reads (docs/file-formats.md)")
+    if _level() == VERBOSE:
+        for line in _load_lines(trace_dir, analysis, time.perf_counter() - started):
+            _say(line)
     if not quiet:
         for warning in analysis.warnings:
             click.echo(inert(warning), err=True)
     return analysis
 
 
+def _load_lines(trace_dir: str, analysis, seconds: float) -> list:
+    """What ``-v`` says about a load: files, spans, samples, skips, the time it took."""
+    load = analysis.load
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(load.formats.items()))
+    lines = [f"{trace_dir}: {load.files_seen} trace files ({kinds or 'none'}), "
+             f"{load.files_loaded} read, {load.files_unchanged} unchanged since the last load; "
+             f"{load.spans_added} spans and {load.samples_added} samples added"
+             + (f", {load.duplicates} duplicate spans ignored" if load.duplicates else "")]
+    lines += [f"  skipped {s.rel}: {s.reason}" for s in load.skipped]
+    lines.append(f"{len(analysis.task_results)} tasks; loaded and analysed in {seconds:.2f} s")
+    return lines
+
+
+def _no_tasks(trace_dir: str, analysis) -> None:
+    """Exit 1 when SOURCE held no task (the warnings above say why)."""
+    if not analysis.task_results:
+        _fail(f"no tasks in {trace_dir}")
+
 def _say(message: str) -> None:
-    click.echo(inert(message), err=True)
+    """A line on stderr for the person at the terminal (not with -q)."""
+    if _level() != QUIET:
+        click.echo(inert(message), err=True)
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -116,6 +186,7 @@ def _fail(message: str, code: int = 1) -> None:
               show_default=True, help="Output format.")
 @click.option("--max-problems", type=int, default=20, show_default=True,
               help="How many problem lines to print (all are counted).")
+@_verbosity()
 def check(trace_dir: str, fmt: str, max_problems: int) -> None:
     """Validate the trace files in SOURCE (a directory or one file) and summarize them.
 
@@ -174,6 +245,7 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
               help="Show one task in full: its timeline and every section's evidence (a trace "
                    "id or its first characters, as the table shows them, or a task name: the "
                    "slowest of that name).")
+@_verbosity()
 def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
             push_gateway: "str | None", push_job: str, task: "str | None") -> None:
     """Load SOURCE (a trace directory or one trace file) and name what limited each task.
@@ -194,7 +266,8 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
         agentscope analyze traces/ --format markdown >> $GITHUB_STEP_SUMMARY
         agentscope analyze traces/ --push-gateway http://localhost:9091
 
-    Exit code 1 if some input could not be loaded (the report covers the rest).
+    Exit code 1 if some input could not be loaded (the report covers the rest) or SOURCE
+    holds no task (the reason is on stderr; JSON still gets its document).
     """
     analysis = _analysis(trace_dir, db)
     pushed = True
@@ -203,12 +276,16 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
 
         try:
             push(push_gateway, push_job, analysis)
-            click.echo(f"pushed the analysis to {push_gateway} (job {push_job})", err=True)
+            _say(f"pushed the analysis to {push_gateway} (job {push_job})")
         except Exception as e:  # the report is still printed; exit 1 after it
             click.echo(f"agentscope analyze: could not push to {push_gateway}: {e}", err=True)
             pushed = False
     if task is not None:
         _show_task(analysis, task, fmt)
+    elif not analysis.task_results:  # an empty table says nothing: why is on stderr above
+        if fmt == "json":  # a pipeline still gets a document
+            click.echo(analysis.to_json(indent=2 if sys.stdout.isatty() else None))
+        _no_tasks(trace_dir, analysis)
     elif fmt == "json":
         # indented for a person at a terminal; compact (several times faster) into pipes
         click.echo(analysis.to_json(indent=2 if sys.stdout.isatty() else None))
@@ -267,6 +344,7 @@ def _show_task(analysis, selector: str, fmt: str) -> None:
 @_db_option
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="Tasks to list in table and markdown output (JSON lists all).")
+@_verbosity()
 def whatif(trace_dir: str, speedup: tuple, cpus: "int | None", slots: tuple, fmt: str,
            db: "str | None", limit: int) -> None:
     """Predict what a change would buy: task latency (mean, p50, p95, p99) and throughput,
@@ -324,6 +402,7 @@ def whatif(trace_dir: str, speedup: tuple, cpus: "int | None", slots: tuple, fmt
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]),
               default="table", show_default=True, help="Output format.")
 @_db_option
+@_verbosity()
 def plan(trace_dir: str, prices: tuple, gpu_target: float, fmt: str, db: "str | None") -> None:
     """The capacity view of SOURCE: keep a GPU-centric CPU:GPU ratio or move toward 1:1,
     how busy the GPU can be, how many cores per GPU, what a task costs.
@@ -371,6 +450,7 @@ def plan(trace_dir: str, prices: tuple, gpu_target: float, fmt: str, db: "str | 
 @click.option("--timelines", type=click.IntRange(min=0), default=100, show_default=True,
               help="Tasks that get a timeline (every span): all when there are no more; else "
                    "the most typical of each bottleneck class, then the slowest.")
+@_verbosity()
 def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> None:
     """Write a self-contained HTML report of SOURCE (no network needed to view it).
 
@@ -384,14 +464,16 @@ def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> 
     Example:
         agentscope report traces/ --html report.html
 
-    Exit code 1 if some input could not be loaded (the report covers the rest).
+    Exit code 1 if some input could not be loaded (the report covers the rest) or SOURCE
+    holds no task (the report is written and says why).
     """
     from .exporters import html_report
 
     analysis = _analysis(trace_dir, db)
     data = html_report.write(html_path, analysis, timelines=timelines, source=trace_dir)
-    click.echo(f"wrote {html_path}: {len(analysis.task_results)} tasks, "
-               f"{len(data['timelines'])} with a timeline", err=True)
+    _say(f"wrote {html_path}: {len(analysis.task_results)} tasks, "
+         f"{len(data['timelines'])} with a timeline")
+    _no_tasks(trace_dir, analysis)
     sys.exit(1 if analysis.problems else 0)
 
 
@@ -401,6 +483,7 @@ def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> 
 @_db_option
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)
+@_verbosity()
 def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
     """Run read-only SQL over the store of SOURCE.
 
@@ -453,13 +536,13 @@ _COLLECT_OPTIONS = [
                  help="Host CPU utilization in total only, not per core."),
     click.option("--proc-root", default="/proc", show_default=True, metavar="DIR",
                  help="Where /proc is (e.g. /host/proc in a container watching its host)."),
-    click.option("-v", "--verbose", is_flag=True,
-                 help="Also say which sources are absent here (no GPU, no pressure stall "
-                      "information, ...); they are recorded as absent either way."),
 ]
+_SOURCES_HELP = ("Also say which sources are absent here (no GPU, no pressure stall "
+                 "information, ...); they are recorded as absent either way.")
 
 
 def _collect_options(f):
+    f = _verbosity(_SOURCES_HELP)(f)
     for option in reversed(_COLLECT_OPTIONS):
         f = option(f)
     return f
@@ -485,8 +568,7 @@ def _sampler_options(hz: float, model_servers: tuple, no_gpu: bool, no_per_core:
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
 @_collect_options
 def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
-            model_servers: tuple, no_gpu: bool, no_per_core: bool, proc_root: str,
-            verbose: bool) -> None:
+            model_servers: tuple, no_gpu: bool, no_per_core: bool, proc_root: str) -> None:
     """Sample host, process-tree, GPU and model-server counters until stopped (a sidecar).
 
     Samples go to OUT/samples-<host>-<pid>-<ms>-collector.jsonl, beside the spans of the
@@ -502,10 +584,11 @@ def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
 
     from .collectors import sidecar
 
-    options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root, verbose)
+    options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root,
+                               _level() == VERBOSE)
     sampler = sidecar.collect(out, options, pid=pid, duration=duration, say=_say)
-    click.echo(f"agentscope: {sampler.samples} samples in {sampler.rounds} rounds "
-               f"(pid {os.getpid()})", err=True)
+    _say(f"agentscope: {sampler.samples} samples in {sampler.rounds} rounds "
+         f"(pid {os.getpid()})")
 
 
 @main.command(context_settings={"ignore_unknown_options": True,
@@ -515,7 +598,7 @@ def collect(out: str, pid: "int | None", duration: "float | None", hz: float,
 @_collect_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu: bool,
-        no_per_core: bool, proc_root: str, verbose: bool) -> None:
+        no_per_core: bool, proc_root: str) -> None:
     """Run COMMAND with tracing configured and its counters sampled.
 
     The program finds the trace directory through AGENTSCOPE_TRACE_DIR (agentscope.init()
@@ -532,7 +615,8 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
     """
     from .collectors import sidecar
 
-    options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root, verbose)
+    options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root,
+                               _level() == VERBOSE)
     sys.exit(sidecar.run_command(command, trace_dir, options, _say))
 
 
@@ -545,6 +629,7 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
 @_db_option
 @click.option("--refresh", type=float, default=15.0, show_default=True,
               help="Seconds between loads of what was appended to SOURCE (at a scrape).")
+@_verbosity()
 def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: float) -> None:
     """Expose SOURCE's analysis as Prometheus metrics on http://ADDRESS:PORT/metrics.
 
@@ -582,6 +667,7 @@ def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: fl
 @click.option("--max-body", type=click.IntRange(min=1), default=MAX_BODY,
               show_default=True,
               help="Largest request accepted, in bytes (as sent, and decompressed).")
+@_verbosity()
 def receive(out: str, address: str, port: int, grpc_port: "int | None", max_body: int) -> None:
     """Receive OTLP traces (what OpenTelemetry exporters send) into span files in OUT.
 
@@ -631,6 +717,7 @@ def export() -> None:
 @export.command("grafana")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Folder to write dashboards/*.json and provisioning/dashboards/*.yaml into.")
+@_verbosity()
 def export_grafana(out: str) -> None:
     """Write Grafana dashboards over `agentscope serve`'s metrics, and a provisioning file.
 
@@ -653,6 +740,7 @@ def export_grafana(out: str) -> None:
 @click.option("--header", "headers", multiple=True, metavar="KEY=VALUE",
               help="An HTTP header to send (repeatable), e.g. an API key.")
 @_db_option
+@_verbosity()
 def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
                         db: "str | None") -> None:
     """Analyse SOURCE and send its metrics once over OTLP/HTTP (protobuf).
@@ -670,8 +758,7 @@ def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
         click.echo(f"agentscope export otlp-metrics: could not send to {endpoint}: {e}",
                    err=True)
         sys.exit(1)
-    click.echo(f"sent {metrics} metrics ({points} points) to {endpoint}: HTTP {status}",
-               err=True)
+    _say(f"sent {metrics} metrics ({points} points) to {endpoint}: HTTP {status}")
 
 
 @export.command("otlp")
@@ -687,6 +774,7 @@ def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
 @_db_option
 @click.option("--batch", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Spans per request (per line) at most.")
+@_verbosity()
 def export_otlp(trace_dir: str, out: "str | None", endpoint: "str | None", headers: tuple,
                 db: "str | None", batch: int) -> None:
     """Analyse SOURCE and write every span as OTLP/JSON traces, the analysis on them.
@@ -722,9 +810,8 @@ def export_otlp(trace_dir: str, out: "str | None", endpoint: "str | None", heade
     except OSError as e:
         _fail(f"export otlp: could not write {out}: {e}")
     verb = "wrote" if out is not None else "sent"
-    click.echo(f"{verb} {done.spans} spans in {done.requests} requests to {done.target}"
-               + (f"; the receiver rejected {done.rejected}" if done.rejected else ""),
-               err=True)
+    _say(f"{verb} {done.spans} spans in {done.requests} requests to {done.target}"
+         + (f"; the receiver rejected {done.rejected}" if done.rejected else ""))
     sys.exit(1 if analysis.problems or done.rejected else 0)
 
 
@@ -742,6 +829,7 @@ def scenarios() -> None:
 
 
 @scenarios.command("list")
+@_verbosity()
 def scenarios_list() -> None:
     """Name every scenario, the class its tasks are built to have, and what it does."""
     from .scenarios import GPU_MISSING, catalogue
@@ -763,6 +851,7 @@ def scenarios_list() -> None:
                    "scenario's own.")
 @click.option("--hz", type=click.FloatRange(min=0, min_open=True), default=10.0,
               show_default=True, help="Counter samples per second.")
+@_verbosity()
 def scenarios_run(name: str, out: str, tasks: int, load: int, hz: float) -> None:
     """Record scenario NAME (or all) with counters on and its ground truth beside it.
 
@@ -783,6 +872,7 @@ def scenarios_run(name: str, out: str, tasks: int, load: int, hz: float) -> None
 @_trace_dir
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
+@_verbosity()
 def scenarios_score(trace_dir: str, fmt: str) -> None:
     """Analyse SOURCE and score the verdicts against the ground truth recorded there."""
     from .scenarios import describe, score
