@@ -174,7 +174,7 @@ def test_an_in_memory_store_is_closed_with_the_analysis():
 @pytest.mark.parametrize("doc,heading", [("docs/analysis.md", "## Python API"),
                                          ("docs/reports.md", "### From Python"),
                                          ("docs/whatif.md", "From Python:"),
-                                         ("README.md", "### Analysing from Python")])
+                                         ("docs/api.md", "## Analysing from Python")])
 def test_the_documented_examples_run(tmp_path, monkeypatch, capsys, doc, heading):
     """The Python examples of the docs, as written, on a copy of sample_traces/; what a
     ``print(...)  # <output>`` line's comment says it prints (up to a ``...``) is printed."""
