@@ -723,8 +723,9 @@ def export_grafana(out: str) -> None:
 
     The fleet overview (where the critical-path time goes, GPU idle and why, orchestration
     share, tasks per hour, tail latency by lane) and a hosts-and-GPUs view. Each panel
-    queries the Prometheus data source picked by the dashboard's `datasource` variable.
-    Wiring it up: docs/grafana.md."""
+    queries the Prometheus data source picked by the dashboard's `datasource` variable,
+    filtered by its `service` and `lane` (task panels) and `host` (host and GPU panels)
+    variables. Wiring it up: docs/grafana.md."""
     from .exporters.grafana import write
 
     for path in write(out):

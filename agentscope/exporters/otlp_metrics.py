@@ -30,6 +30,7 @@ OTEL_NAMES = {
     "agentscope_critical_path_stage_seconds": ("agentscope.critical_path.stage", "s"),
     "agentscope_orchestration_ratio": ("agentscope.orchestration.ratio", "1"),
     "agentscope_critical_path_basis_ratio": ("agentscope.critical_path.basis", "1"),
+    "agentscope_critical_path_evidence_seconds": ("agentscope.critical_path.evidence", "s"),
     "agentscope_critical_path_assumed_seconds": ("agentscope.critical_path.assumed", "s"),
     "agentscope_critical_path_assumed_ratio": ("agentscope.critical_path.assumed.ratio", "1"),
     "agentscope_gpu_busy_ratio": ("agentscope.gpu.busy", "1"),

@@ -4,11 +4,13 @@ Two kinds of metric, with Prometheus naming rules (``snake_case``, the unit as a
 ``_total`` on counters, ``_ratio`` for 0..1):
 
 * **From the analysis** (``agentscope_*``): tasks and their durations by bottleneck class,
-  lane and task name; critical-path seconds per class (by lane and task, and by stage), and
-  apart the part of them whose class rests on a stage label or an assumption rather than on
-  measurement (``agentscope_critical_path_assumed_*``);
+  service, lane and task name; critical-path seconds per class (by service, lane and task,
+  and by stage), and apart the part of them whose class rests on a stage label or an
+  assumption rather than on measurement (``agentscope_critical_path_assumed_*``), and by what
+  their class rests on (``agentscope_critical_path_evidence_seconds_total``);
   orchestration; per GPU, its busy and idle shares and what the critical paths did while it
-  sat idle.
+  sat idle. ``service`` is the service of each task's root span; with ``lane`` it is on
+  every per-task series, so that a dashboard can filter each of them by both.
 * **From the sampler** (the latest value of each host, GPU and model-server counter in the
   store): the OpenTelemetry names the collectors write, mapped the standard way (``.`` to
   ``_``, the unit as a suffix: ``hw.gpu.utilization`` → ``hw_gpu_utilization_ratio``,
@@ -25,13 +27,19 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Optional
 
+import numpy as np
+
 from .. import metric_names as mn
-from ..analyzers.evidence import CLASSES
+from ..analyzers.evidence import BASES, CLASSES
+from ..analyzers.verdict import breakdown
 
 # task durations: 10 ms .. 30 min
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                     120.0, 300.0, 600.0, 1800.0)
 MAX_TASK_NAMES = 100  # more distinct task names than this: the rest are task="(other)"
+MAX_SERVICES = 20  # more distinct services of root spans than this: the rest are "(other)"
+NONE = "(none)"  # the label value of a task without a lane, or a root span without a service
+OTHER = "(other)"  # a task name or service past the commonest ones kept
 
 # sampler metric -> (Prometheus name, help). Units per docs/collectors.md.
 SAMPLED = {
@@ -83,7 +91,8 @@ ANALYSIS_NAMES = (
     "agentscope_task_duration_seconds_sum", "agentscope_task_duration_seconds_count",
     "agentscope_critical_path_seconds_total", "agentscope_orchestration_seconds_total",
     "agentscope_critical_path_stage_seconds_total", "agentscope_orchestration_ratio",
-    "agentscope_critical_path_basis_ratio", "agentscope_critical_path_assumed_seconds_total",
+    "agentscope_critical_path_basis_ratio", "agentscope_critical_path_evidence_seconds_total",
+    "agentscope_critical_path_assumed_seconds_total",
     "agentscope_critical_path_assumed_ratio", "agentscope_gpu_busy_ratio",
     "agentscope_gpu_idle_ratio", "agentscope_gpu_idle_attribution_ratio",
     "agentscope_last_refresh_timestamp_seconds", "agentscope_refresh_failures_total")
@@ -105,34 +114,38 @@ def analysis_metrics(analysis: Any) -> list:
     """The ``agentscope_*`` metric families of one analysis."""
     Counter, Gauge, Histogram = _families()
     tasks = analysis.task_results
-    names = _task_names(tasks)
-    count = Counter("agentscope_tasks", "Tasks analysed, by bottleneck class, lane and task "
-                    "name", labels=["bottleneck", "lane", "task"])
+    names = _commonest([t.name for t in tasks], MAX_TASK_NAMES)
+    services = _commonest([t.service or NONE for t in tasks], MAX_SERVICES)
+    # per task: its (service, lane) labels
+    where = [(services.get(t.service or NONE, OTHER), t.lane or NONE) for t in tasks]
+    count = Counter("agentscope_tasks", "Tasks analysed, by bottleneck class, service (of the "
+                    "root span), lane and task name", labels=["bottleneck", "service", "lane",
+                                                              "task"])
     duration = Histogram("agentscope_task_duration_seconds", "Task duration (root span, end to "
-                         "end), by bottleneck class, lane and task name",
-                         labels=["bottleneck", "lane", "task"])
+                         "end), by bottleneck class, service, lane and task name",
+                         labels=["bottleneck", "service", "lane", "task"])
     path = Counter("agentscope_critical_path_seconds", "Critical-path seconds attributed to "
-                   "each resource class, by lane and task name",
-                   labels=["class", "lane", "task"])
+                   "each resource class, by service, lane and task name",
+                   labels=["class", "service", "lane", "task"])
     orch = Counter("agentscope_orchestration_seconds", "Critical-path seconds of the agents' "
-                   "own code (task and agent spans' self time), by lane", labels=["lane"])
+                   "own code (task and agent spans' self time), by service and lane",
+                   labels=["service", "lane"])
     guessed = Counter("agentscope_critical_path_assumed_seconds", "The part of "
                       "agentscope_critical_path_seconds whose class rests on a stage label or "
-                      "an assumption, not on measurement, by lane and task name",
-                      labels=["class", "lane", "task"])
+                      "an assumption, not on measurement, by service, lane and task name",
+                      labels=["class", "service", "lane", "task"])
     groups: dict = {}
     seconds: dict = {}
     assumed_s: dict = {}
     orch_s: dict = {}
-    for t in tasks:
-        lane = t.lane or "(none)"
-        key = (t.bottleneck, lane, names.get(t.name, "(other)"))
+    for t, (service, lane) in zip(tasks, where):
+        key = (t.bottleneck, service, lane, names.get(t.name, OTHER))
         groups.setdefault(key, []).append(t.duration_ns / 1e9)
         for c in CLASSES:
-            k = (c, lane, key[2])
+            k = (c,) + key[1:]
             seconds[k] = seconds.get(k, 0.0) + t.shares.get(c, 0.0) * t.duration_ns / 1e9
             assumed_s[k] = assumed_s.get(k, 0.0) + t.assumed.get(c, 0.0) * t.duration_ns / 1e9
-        orch_s[lane] = orch_s.get(lane, 0.0) + t.orchestration_ns / 1e9
+        orch_s[service, lane] = orch_s.get((service, lane), 0.0) + t.orchestration_ns / 1e9
     for key, values in sorted(groups.items()):
         count.add_metric(list(key), len(values))
         duration.add_metric(list(key), _buckets(values), sum(values))
@@ -140,15 +153,21 @@ def analysis_metrics(analysis: Any) -> list:
         path.add_metric(list(key), v)
     for key, v in sorted(assumed_s.items()):
         guessed.add_metric(list(key), v)
-    for lane, v in sorted(orch_s.items()):
-        orch.add_metric([lane], v)
-    by_stage = analysis.breakdown("stage")
+    for key, v in sorted(orch_s.items()):
+        orch.add_metric(list(key), v)
     stage = Counter("agentscope_critical_path_stage_seconds", "Critical-path seconds per "
-                    "resource class, by the stage of the span that held the path",
-                    labels=["class", "stage"])
-    for st, row in sorted(by_stage.items()):
+                    "resource class, by the stage of the span that held the path, and by "
+                    "service and lane", labels=["class", "stage", "service", "lane"])
+    evidence = Counter("agentscope_critical_path_evidence_seconds", "Critical-path seconds by "
+                       "what their class rests on (measured evidence, a stage label, or "
+                       "nothing: untraced), by service and lane",
+                       labels=["basis", "service", "lane"])
+    by_stage, by_basis = _section_seconds(analysis.sections, where)
+    for (st, service, lane), row in sorted(by_stage.items()):
         for c in CLASSES:
-            stage.add_metric([c, st], row.get(c, 0.0))
+            stage.add_metric([c, st, service, lane], row.get(c, 0.0))
+    for key, v in sorted(by_basis.items()):
+        evidence.add_metric(list(key), v)
     summary = analysis.summary
     share = Gauge("agentscope_orchestration_ratio", "Share of all critical-path time that was "
                   "the agents' own code")
@@ -163,7 +182,7 @@ def analysis_metrics(analysis: Any) -> list:
                     "measurement", labels=["class"])
     for c in CLASSES:
         assumed.add_metric([c], (summary.assumed_share_of_critical_path or {}).get(c, 0.0))
-    out = [count, duration, path, guessed, orch, stage, share, basis, assumed]
+    out = [count, duration, path, guessed, orch, stage, evidence, share, basis, assumed]
     gpu = summary.gpu
     if gpu:
         busy = Gauge("agentscope_gpu_busy_ratio", "Share of the analysed tasks' time the GPU "
@@ -184,13 +203,44 @@ def analysis_metrics(analysis: Any) -> list:
     return out
 
 
-def _task_names(tasks: list) -> dict:
-    """The task names kept as label values: the commonest ``MAX_TASK_NAMES``."""
+def _commonest(values: list, limit: int) -> dict:
+    """The label values kept (the commonest ``limit``, ties in order of appearance), each
+    mapped to itself; the rest are to be ``OTHER``."""
     counts: dict = {}
-    for t in tasks:
-        counts[t.name] = counts.get(t.name, 0) + 1
-    kept = sorted(counts, key=lambda n: -counts[n])[:MAX_TASK_NAMES]
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    kept = sorted(counts, key=lambda n: -counts[n])[:limit]
     return {n: n for n in kept}
+
+
+def _section_seconds(sections: Any, where: list) -> tuple:
+    """Critical-path seconds of the sections, summed by (stage, service, lane) per class
+    ({key: {class: seconds}}, as :func:`~agentscope.analyzers.verdict.breakdown`), and by
+    (basis, service, lane) ({key: seconds}); ``where``: each task's (service, lane)."""
+    if not len(sections) or not where:
+        return {}, {}
+    groups = sorted(set(where))
+    group_of = {g: k for k, g in enumerate(groups)}
+    group = np.asarray([group_of[w] for w in where], dtype=np.int64)[
+        np.asarray(sections.task, dtype=np.int64)]
+    # the stage as Analysis.breakdown("stage") names it, as a code
+    codes: dict = {}
+    stage = np.fromiter((codes.setdefault("(gap)" if span is None else st or NONE, len(codes))
+                         for span, st in zip(sections.span_id.tolist(),
+                                             sections.stage.tolist())),
+                        dtype=np.int64, count=len(sections))
+    stages = list(codes)
+    by_stage = {}
+    for k, row in breakdown(sections, stage * len(groups) + group).items():
+        st, g = divmod(int(k), len(groups))
+        by_stage[(stages[st],) + groups[g]] = row
+    basis = (np.asarray(sections.basis, dtype=np.int64) if sections.basis is not None
+             else np.zeros(len(sections), dtype=np.int64))  # None: all measured
+    length = (np.asarray(sections.end_ns) - np.asarray(sections.start_ns)) / 1e9
+    sums = np.bincount(basis * len(groups) + group, length, len(BASES) * len(groups))
+    by_basis = {(BASES[b],) + groups[g]: float(sums[b * len(groups) + g])
+                for b in range(len(BASES)) for g in range(len(groups))}
+    return by_stage, by_basis
 
 
 def _buckets(values: list) -> list:
