@@ -174,6 +174,11 @@ def _say(message: str) -> None:
         click.echo(inert(message), err=True)
 
 
+def _error(message: str) -> None:
+    """An error line on stderr, even with -q."""
+    click.echo(inert(message), err=True)
+
+
 def _fail(message: str, code: int = 1) -> None:
     click.echo(f"agentscope: {inert(message)}", err=True)
     sys.exit(code)
@@ -617,7 +622,7 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
 
     options = _sampler_options(hz, model_servers, no_gpu, no_per_core, proc_root,
                                _level() == VERBOSE)
-    sys.exit(sidecar.run_command(command, trace_dir, options, _say))
+    sys.exit(sidecar.run_command(command, trace_dir, options, _say, _error))
 
 
 @main.command()

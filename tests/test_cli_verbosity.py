@@ -86,3 +86,11 @@ def test_verbose_says_what_was_loaded(tmp_path):
 def test_quiet_and_verbose_together_is_a_usage_error():
     result = CliRunner().invoke(main, ["analyze", "-q", "-v", str(SAMPLES)])
     assert result.exit_code == 2 and "not both" in result.stderr
+
+
+def test_quiet_run_still_says_why_a_program_could_not_start(tmp_path):
+    result = CliRunner().invoke(main, ["run", "-q", "--trace-dir", str(tmp_path), "--",
+                                       "no-such-program-here"])
+    assert result.exit_code == 127
+    assert "cannot start no-such-program-here" in result.stderr
+    assert "sampling" not in result.stderr  # the informational lines are gone

@@ -100,12 +100,14 @@ def collect(out: str, options: SamplerOptions, *, pid: int | None = None,
 
 
 def run_command(command: Sequence[str], trace_dir: str, options: SamplerOptions,
-                say: Say) -> int:
+                say: Say, error: "Say | None" = None) -> int:
     """Run ``command`` with its spans going to ``trace_dir`` and its counters sampled there,
     until it exits; signals that reach this process are forwarded to it (SIGINT only when
     the terminal did not deliver it to the program already). Returns its exit code, 128 + N
     if signal N killed it, 127 (not found) or 126 (cannot execute) if it could not start.
-    The program runs even if sampling cannot (``say`` tells why)."""
+    The program runs even if sampling cannot (``say`` tells why); ``error`` (``say`` if not
+    given) says why it could not start."""
+    error = error or say
     command = list(command)
     if not command:
         raise ValueError("no command to run")
@@ -119,14 +121,14 @@ def run_command(command: Sequence[str], trace_dir: str, options: SamplerOptions,
     os.makedirs(trace_dir, exist_ok=True)
     problem = _cannot_execute(command[0], env.get("PATH"))
     if problem is not None:
-        say(f"agentscope run: cannot start {command[0]}: {problem[1]}")
+        error(f"agentscope run: cannot start {command[0]}: {problem[1]}")
         return problem[0]
     try:
         # through `sh -c '... exec "$@"'`: the shell learns its own pid ($$), puts it in
         # OTEL_RESOURCE_ATTRIBUTES and becomes the program (exec keeps the pid)
         child = subprocess.Popen([_SH, "-c", _WITH_PID, "agentscope-run", *command], env=env)
     except OSError as e:
-        say(f"agentscope run: cannot start {command[0]}: {e.strerror or e}")
+        error(f"agentscope run: cannot start {command[0]}: {e.strerror or e}")
         return 127 if isinstance(e, FileNotFoundError) else 126
     previous = handle(FORWARDED, lambda signum, _frame: _forward(child, signum))
     try:
