@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,19 @@ from agentscope.store.tracedir import scan
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus"  # vendored copies with their notices (corpus/README.md)
+# screenshots the browser tests save for a person to look at (never in git: the folder carries
+# its own .gitignore); the run's are listed at its end
+SCREENSHOTS = REPO / ".pytest-artifacts" / "screenshots"
+_STARTED = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The paths of the screenshots this run saved, printed even under -q."""
+    shots = sorted(p for p in SCREENSHOTS.glob("*.png") if p.stat().st_mtime >= _STARTED - 1)
+    if shots:
+        terminalreporter.write_sep("-", "screenshots")
+        for p in shots:
+            terminalreporter.write_line(str(p))
 
 
 @pytest.fixture(autouse=True)

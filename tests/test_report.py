@@ -3,10 +3,12 @@ Markdown's text timelines, colour only where the terminal takes it."""
 
 from __future__ import annotations
 
+import base64
 import collections
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -20,6 +22,8 @@ from agentscope.exporters import html_report
 from agentscope.exporters.views import bar, path_rows, typical_tasks
 from agentscope.formats import spanfile
 from agentscope.records import SpanRecord
+
+from .conftest import SCREENSHOTS
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_traces"
@@ -119,7 +123,8 @@ def test_report_keeps_timelines_for_typical_and_slowest_tasks_only(tmp_path):
         i = next(k for k in range(n) if str(k) not in data["timelines"])
         dom, console = _chromium(tmp_path, out.as_uri() + f"#task={i}", "--dump-dom")
         assert console == [] and "has no timeline for this task" in dom
-        assert all(e.replace("&", "&amp;") in dom for e in evidence[data["tasks"][i][col["trace_id"]]])
+        assert all(e.replace("&", "&amp;") in dom
+                   for e in evidence[data["tasks"][i][col["trace_id"]]])
 
 
 def test_untrusted_names_and_attributes_are_escaped(tmp_path):
@@ -195,9 +200,184 @@ def test_the_report_in_headless_chromium(tmp_path):
     assert console == []
     name = data["tasks"][3][col["name"]]
     assert f"<h2>Task: {name}</h2>" in dom
-    shot = tmp_path / "report.png"
-    _chromium(tmp_path, out.as_uri(), f"--screenshot={shot}", "--window-size=1400,2000")
-    assert shot.exists() and shot.stat().st_size > 10_000
+
+
+class _Page:
+    """Headless Chromium driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``:
+    it reads commands on fd 3 and answers on fd 4, each a JSON message ending in NUL): values
+    from the page, what it logged, and screenshots of one element each (``--screenshot`` draws
+    a scrolled page blank)."""
+
+    LOGGED = ("Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded")
+
+    def __init__(self, tmp_path: Path, width: int = 1400, height: int = 2000):
+        to_it, self._w = os.pipe()  # commands: Chromium reads them on its fd 3
+        self._r, from_it = os.pipe()  # answers and events: it writes them on its fd 4
+
+        def fds():  # in the child: its ends on 3 and 4, inheritable (through fds above both)
+            os.dup2(to_it, 1000), os.dup2(from_it, 1001), os.dup2(1000, 3), os.dup2(1001, 4)
+
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--hide-scrollbars", "--remote-debugging-pipe",
+             f"--user-data-dir={tmp_path / 'chromium-cdp'}", "about:blank"],
+            preexec_fn=fds, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_it), os.close(from_it)
+        self._n, self._buf, self._loads, self._session, self.logged = 0, b"", 0, None, []
+        try:
+            target = self.send("Target.createTarget", url="about:blank")["targetId"]
+            self._session = self.send("Target.attachToTarget", targetId=target,
+                                      flatten=True)["sessionId"]
+            for domain in ("Page", "Runtime", "Log"):
+                self.send(domain + ".enable")
+            self.send("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                      deviceScaleFactor=1, mobile=False)
+        except BaseException:
+            self.close()
+            raise
+
+    def _message(self) -> dict:
+        while b"\0" not in self._buf:
+            ready, _, _ = select.select([self._r], [], [], 60)
+            chunk = os.read(self._r, 1 << 20) if ready else b""
+            assert chunk, "Chromium stopped answering"
+            self._buf += chunk
+        text, self._buf = self._buf.split(b"\0", 1)
+        msg = json.loads(text)
+        if msg.get("method") in self.LOGGED:
+            self.logged.append(msg["params"])
+        self._loads += msg.get("method") == "Page.loadEventFired"
+        return msg
+
+    def send(self, method: str, **params) -> dict:
+        self._n += 1
+        msg = {"id": self._n, "method": method, "params": params}
+        if self._session:
+            msg["sessionId"] = self._session
+        os.write(self._w, json.dumps(msg).encode() + b"\0")
+        while True:
+            answer = self._message()
+            if answer.get("id") == self._n:
+                assert "error" not in answer, answer
+                return answer["result"]
+
+    def open(self, url: str) -> None:
+        for u in ("about:blank", url):  # a fresh document, even when only the hash differs
+            loads = self._loads
+            self.send("Page.navigate", url=u)
+            while self._loads == loads:
+                self._message()
+
+    def value(self, expression: str):
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in result, result
+        return result["result"].get("value")
+
+    def screenshot(self, selector: str, path: Path) -> Path:
+        """The element (and 8 pixels round it) as a PNG, wherever the page is scrolled."""
+        x, y, w, h = self.value(
+            f"(function () {{ var r = document.querySelector({json.dumps(selector)})"
+            ".getBoundingClientRect(); return [r.left + scrollX, r.top + scrollY, r.width, "
+            "r.height]; })()")
+        shot = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                         clip={"x": max(x - 8, 0), "y": max(y - 8, 0), "width": w + 16,
+                               "height": min(h + 16, 4000), "scale": 1})
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return path
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close")
+        except (AssertionError, OSError):
+            self.proc.kill()
+        self.proc.wait(30)
+        os.close(self._w), os.close(self._r)
+
+
+# texts in the page's charts that overlap another text of the same chart
+_OVERLAPS = """(function () {
+  var out = [];
+  document.querySelectorAll("svg").forEach(function (svg) {
+    var boxes = Array.prototype.map.call(svg.querySelectorAll("text"), function (t) {
+      return [t.textContent, t.getBoundingClientRect()]; });
+    boxes.forEach(function (a, i) { boxes.slice(i + 1).forEach(function (b) {
+      var p = a[1], q = b[1];
+      if (p.width && q.width && p.left < q.right - 1 && q.left < p.right - 1 &&
+          p.top < q.bottom - 1 && q.top < p.bottom - 1) out.push(a[0] + " / " + b[0]);
+    }); });
+  });
+  return out;
+})()"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+def test_the_reports_views_look_right_in_chromium(tmp_path):
+    """The fleet view, a task and the table in a 1400 x 2000 window: what a person would
+    check by eye, checked in the DOM, and a screenshot of each saved for them to look at
+    (SCREENSHOTS; the paths are printed at the end of the run)."""
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(SAMPLES), "--html", str(out), "--db",
+                                     str(tmp_path / "db.duckdb")]).exit_code == 0
+    data = _data_of(out.read_text())
+    col = {c: i for i, c in enumerate(data["task_columns"])}
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    (SCREENSHOTS.parent / ".gitignore").write_text("*\n")
+    page = _Page(tmp_path)
+    try:
+        # (a) the fleet: the bar as wide as its section; the latency strip with one axis title
+        page.open(out.as_uri())
+        bar, fleet = page.value("[document.getElementById('fleet-bar').getBoundingClientRect()"
+                               ".width, document.getElementById('fleet').clientWidth]")
+        assert bar == pytest.approx(fleet, abs=1)
+        texts = page.value("Array.prototype.map.call(document.querySelectorAll("
+                           "'svg.latency text'), function (t) { return t.textContent; })")
+        assert [t for t in texts if "log scale" in t] == ["task duration (log scale)"]
+        assert {"100 ms", "200 ms", "500 ms", "1 s"} <= set(texts)  # ticks, not the ends
+        assert page.value("document.querySelectorAll('#help table.help tbody tr').length") == \
+            len(data["help_rows"]) == 3
+        assert page.value(_OVERLAPS) == []
+        shots = [page.screenshot("#fleet", SCREENSHOTS / "fleet.png")]
+
+        # (b) a task: its time axis from "0" in one unit, each counter's values in its unit
+        page.open(out.as_uri() + "#task=3")
+        ticks = page.value("Array.prototype.map.call(document.querySelectorAll("
+                           "'#gantt text.tick'), function (t) { return t.textContent; })")
+        assert ticks[0] == "0" and len(ticks) >= 4
+        assert len({re.fullmatch(r"[\d.]+ (s|ms|µs)", t).group(1) for t in ticks[1:]}) == 1
+        lanes = page.value("Array.prototype.map.call(document.querySelectorAll("
+                           "'#gantt text.lane-stats, #gantt text.scale'), "
+                           "function (t) { return t.textContent; })")
+        counters = data["timelines"]["3"]["counters"]
+        assert len(lanes) == 3 * len(counters) >= 12  # mean and peak, the scale's top and 0
+        for text in lanes:  # every value with its unit
+            assert text == "0" or re.fullmatch(r"(mean \S+ \S* ?· peak \S+ ?\S*|[\d.]+ ?\S+)",
+                                               text), text
+            assert text == "0" or re.search(r"\d(%| threads?\b)", text), text
+        assert page.value(_OVERLAPS) == []
+        shots.append(page.screenshot("#timeline", SCREENSHOTS / "task-3.png"))
+
+        # (c) the table, opened from a link to it: one line of evidence per row, "+N more"
+        page.open(out.as_uri() + "#table")
+        top, scrolled = page.value("[document.getElementById('table').getBoundingClientRect()"
+                                   ".top, scrollY]")
+        assert scrolled > 0 and 0 <= top < 2000 - 200  # scrolled to it (as far as it goes)
+        rows = page.value("""Array.prototype.map.call(document.querySelectorAll('#tasks tbody tr'),
+          function (tr) {
+            var ev = tr.querySelectorAll('td.ev .ev1'), more = tr.querySelector('td.ev .evmore');
+            return [+tr.dataset.task, ev.length, ev[0].getClientRects().length,
+                    ev[0].getBoundingClientRect().height, more ? more.textContent : null];
+          })""")
+        assert len(rows) == len(data["tasks"])
+        for i, lines, boxes, height, more in rows:
+            rest = data["tasks"][i][col["more_evidence"]]
+            assert lines == boxes == 1 and height < 24  # one line, however long the evidence
+            assert more == (f"+{len(rest)} more" if rest else None)
+        shots.append(page.screenshot("#table", SCREENSHOTS / "table.png"))
+        assert page.logged == []  # no errors, no messages at all
+    finally:
+        page.close()
+    for shot in shots:
+        assert shot.stat().st_size > 10_000
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
@@ -322,8 +502,9 @@ def test_a_large_table_shows_a_page_of_the_slowest_first(tmp_path):
 def test_report_of_an_empty_directory_says_why(tmp_path):
     out = tmp_path / "r.html"
     result = CliRunner().invoke(main, ["report", str(tmp_path), "--html", str(out)])
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # no task: exit 1 with the reason, the file written all the same
     assert "no trace files" in result.output  # stderr, mixed in by CliRunner
+    assert f"no tasks in {tmp_path}" in result.output
     data = _data_of(out.read_text())
     assert data["tasks"] == [] and data["timelines"] == {}
 

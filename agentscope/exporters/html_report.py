@@ -10,7 +10,8 @@ draws, in SVG:
   select the same), each row linking to the task's timeline (``#task=N``);
 * a task's timeline: every span on its row, the critical path drawn over them in its classes'
   colours, the host's counters (CPU, CPU and memory pressure, GPU) under it on the same time
-  axis, and the evidence behind every section in words.
+  axis, each value in its unit (``unit``: the metric's UCUM unit from
+  :data:`~agentscope.metric_names.UNITS`), and the evidence behind every section in words.
 
 A class that rests on a stage label or an assumption rather than on measurement (e.g. ``gpu``
 assumed for an inference at a local server with no timing and no GPU counters) is drawn
@@ -37,7 +38,7 @@ from ..analysis import Analysis, iso_time
 from ..analyzers.evidence import CLASSES
 from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
                                  guess_warning, partial_words, section_assumed)
-from .views import help_lines, typical_tasks
+from .views import help_lines, help_rows, typical_tasks
 
 SCHEMA = "agentscope.report/v1"
 COLOURS = {"gpu": "#b04fc8", "cpu": "#d9534f", "memory": "#e0a400", "io": "#2a9fd6",
@@ -140,6 +141,7 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
         t0 = tasks[k].start_ns
         lines[str(k)]["counters"] = [
             {"metric": m, "label": label + (f" {dev}" if dev else ""), "scale": scale,
+             "unit": mn.UNITS.get(m, ""),
              "points": [[_r((ts - t0) / 1e9), _r(v, 4)] for ts, v in pts]}
             for m, label, scale in COUNTERS for dev, pts in sorted(series.get(m, {}).items())]
     return {
@@ -165,6 +167,7 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
         "gpu": summary.get("gpu") or {},
         # the changes with the largest predicted gain (agentscope whatif)
         "help": help_lines(analysis),
+        "help_rows": help_rows(analysis),
         "by_stage": by_stage,
         "by_lane": by_lane,
         "assumed_by_stage": assumed_by_stage,

@@ -21,12 +21,48 @@
   }
   function tip(node, text) { node.appendChild(sv("title", {}, text)); return node; }
   function secs(s) {
-    if (s >= 100) return s.toFixed(0) + " s";
-    if (s >= 1) return s.toFixed(2) + " s";
-    if (s >= 0.001) return (s * 1000).toFixed(1) + " ms";
+    if (s === 0) return "0";
+    if (s >= 99.5) return s.toFixed(0) + " s";  // the bounds: what rounds up to the next unit
+    if (s >= 0.9995) return s.toFixed(2) + " s";
+    if (s >= 0.00099995) return (s * 1000).toFixed(1) + " ms";
     return (s * 1e6).toFixed(0) + " µs";
   }
-  function pct(x) { return (100 * x).toFixed(1) + "%"; }
+  function pct(x) { return x === 0 ? "0%" : (100 * x).toFixed(1) + "%"; }
+  function num(v) {  // three significant digits at most, no trailing zeros
+    var a = Math.abs(v);
+    return String(+(a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2)));
+  }
+  function short(s) {  // a tick's time: three significant digits, no trailing zeros
+    var u = s >= 1 ? [1, " s"] : s >= 1e-3 ? [1e-3, " ms"] : [1e-6, " µs"];
+    return s === 0 ? "0" : String(+(s / u[0]).toPrecision(3)) + u[1];
+  }
+  function bytes(v) {
+    var u = ["B", "KiB", "MiB", "GiB", "TiB"], k = 0;
+    while (Math.abs(v) >= 1024 && k < u.length - 1) { v /= 1024; k++; }
+    return num(v) + " " + u[k];
+  }
+  // a counter's value in its unit (the metric's UCUM unit, agentscope/metric_names.py UNITS)
+  function inUnit(v, unit) {
+    if (unit === "1") return pct(v);
+    if (unit === "By") return bytes(v);
+    if (unit === "By/s") return bytes(v) + "/s";
+    if (unit === "s") return secs(v);
+    var m = /^\{(.+)\}$/.exec(unit || ""), word = m && (m[1] === "cpu" ? "core" : m[1]);
+    if (word) return num(v) + " " + (v === 1 ? word : word + (/s$/.test(word) ? "es" : "s"));
+    return num(v) + (!unit ? "" : unit.charAt(0) === "/" ? unit : " " + unit);
+  }
+  // the step of about n ticks over [0, span]: 1, 2 or 5 times a power of ten
+  function niceStep(span, n) {
+    var raw = span / n, p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+  }
+  // a time axis over [0, total] in one unit, chosen by the span: [[seconds, text]], the first "0"
+  function timeTicks(total, n) {
+    var step = niceStep(total, n), u = total >= 1 ? [1, " s"] : total >= 1e-3 ? [1e-3, " ms"] : [1e-6, " µs"];
+    var digits = Math.min(Math.max(0, -Math.floor(Math.log10(step / u[0]) + 1e-9)), 6), out = [];
+    for (var k = 0; k * step <= total * (1 + 1e-9); k++) out.push([k * step, k ? (k * step / u[0]).toFixed(digits) + u[1] : "0"]);
+    return out;
+  }
   // A class that rests on a stage label or an assumption (not on measurement) is drawn
   // hatched: white stripes (this pattern) over its colour, and marked in text.
   var A = D.assumed || {}, MARK = A.mark || "*", HATCH = "as-hatch";
@@ -38,7 +74,7 @@
     d.appendChild(p); defs.appendChild(d); document.body.appendChild(defs);
   })();
   function hatch(x, y, w, h, text) {  // the hatched overlay of an assumed part
-    return tip(sv("rect", { x: x, y: y, width: Math.max(w, 0.5), height: h, fill: "url(#" + HATCH + ")",
+    return tip(sv("rect", { x: x, y: y, width: typeof w === "number" ? Math.max(w, 0.5) : w, height: h, fill: "url(#" + HATCH + ")",
                             "class": "assumed" }), text);
   }
   function mark(text, assumed) { return assumed ? text + MARK : text; }
@@ -55,19 +91,23 @@
   }
   // values, assumed: {class: seconds or share}; the assumed part of each class drawn hatched,
   // at the end of its class's bar
+  // width: pixels, or "100%" (of the container); the bars are laid out in percentages of it
   function stacked(values, width, height, total, assumed) {
     var svg = sv("svg", { width: width, height: height, role: "img" });
     var sum = 0; CLASSES.forEach(function (c) { sum += values[c] || 0; });
     var scale = total || sum || 1, x = 0;
+    function at(f, min) {  // a share of the width: pixels (at least min) or a percentage
+      return typeof width === "number" ? Math.max(f * width, min || 0) : (100 * f).toFixed(4) + "%";
+    }
     CLASSES.forEach(function (c) {
       var v = values[c] || 0; if (v <= 0) return;
-      var w = v / scale * width, a = Math.min((assumed || {})[c] || 0, v);
-      svg.appendChild(tip(sv("rect", { x: x, y: 0, width: Math.max(w, 0.5), height: height,
+      var w = v / scale, a = Math.min((assumed || {})[c] || 0, v);
+      svg.appendChild(tip(sv("rect", { x: at(x), y: 0, width: at(w, 0.5), height: height,
                                        fill: COL[c] }), c + ": " + pct(v / (sum || 1)) +
                           (a > 0 ? " (" + pct(a / (sum || 1)) + " " + A.legend + ")" : "")));
       if (a > 0) {
-        var wa = a / scale * width;
-        svg.appendChild(hatch(x + w - wa, 0, wa, height, c + ", " + A.legend + ": " + pct(a / (sum || 1))));
+        var wa = a / scale;
+        svg.appendChild(hatch(at(x + w - wa), 0, at(wa), height, c + ", " + A.legend + ": " + pct(a / (sum || 1))));
       }
       x += w;
     });
@@ -88,11 +128,13 @@
   // ---- fleet --------------------------------------------------------------------------------
   function fleet() {
     var f = document.getElementById("fleet");
+    f.textContent = "";
     f.appendChild(el("h2", {}, "Where the critical-path time went"));
     f.appendChild(legend(A.any));
     var shares = S.share_of_critical_path || {}, assumed = S.assumed_share_of_critical_path || {};
     var top = el("div", { id: "fleet-share" });
-    top.appendChild(stacked(shares, 720, 26, undefined, assumed));
+    var bar = stacked(shares, "100%", 26, undefined, assumed); bar.id = "fleet-bar";
+    top.appendChild(bar);
     var words = CLASSES.filter(function (c) { return shares[c] > 0; })
       .map(function (c) {
         return mark(c + " " + pct(shares[c]), assumed[c] > 0) +
@@ -110,50 +152,92 @@
       f.appendChild(el("p", { "class": "note" }, "GPU " + name + ": busy " + pct(g.busy) + ", idle " +
         pct(g.idle) + " of " + secs(g.measured_s) + (w ? "; while it was idle the critical paths were in: " + w : "")));
     });
-    if ((D.help || []).length) {
-      var help = el("div", { id: "help" });
-      help.appendChild(el("h3", {}, "What would help (predicted from the critical paths)"));
+    if ((D.help || []).length) f.appendChild(helpTable());
+    // the charts are drawn into their boxes once these are laid out: they take the boxes' width
+    var boxes = [el("div"), el("div"), el("div"), el("div", { id: "ranking" })];
+    [boxes.slice(0, 2), boxes.slice(2)].forEach(function (two) {
+      var grid = el("div", { "class": "grid" }); two.forEach(function (b) { grid.appendChild(b); }); f.appendChild(grid);
+    });
+    breakdown(boxes[0], "By stage", D.by_stage, D.assumed_by_stage);
+    breakdown(boxes[1], "By lane", D.by_lane, D.assumed_by_lane);
+    latency(boxes[2]);
+    ranking(boxes[3]);
+  }
+  function helpTable() {  // agentscope whatif's three best changes, a row each
+    var help = el("div", { id: "help" }), rows = D.help_rows || [];
+    help.appendChild(el("h3", {}, "What would help (predicted from the critical paths)"));
+    if (!rows.length) {  // the suggestions were left out: the line says why
       var ul = el("ul", {});
       D.help.forEach(function (line) { ul.appendChild(el("li", {}, line)); });
       help.appendChild(ul);
-      f.appendChild(help);
+      return help;
     }
-    var grid = el("div", { "class": "grid" });
-    grid.appendChild(breakdown("By stage", D.by_stage, D.assumed_by_stage));
-    grid.appendChild(breakdown("By lane", D.by_lane, D.assumed_by_lane));
-    f.appendChild(grid);
-    var grid2 = el("div", { "class": "grid" });
-    grid2.appendChild(latency());
-    grid2.appendChild(ranking());
-    f.appendChild(grid2);
+    var tab = el("table", { "class": "help" }), head = el("tr");
+    ["change", "mean task latency", "p95 task latency", "throughput"].forEach(function (h) { head.appendChild(el("th", {}, h)); });
+    var thead = el("thead"); thead.appendChild(head); tab.appendChild(thead);
+    var body = el("tbody");
+    function pair(p, f) { return f(p[0]) + " → " + f(p[1]); }
+    function s3(v) { return v.toFixed(3) + " s"; }
+    rows.forEach(function (r) {
+      var tr = el("tr");
+      tr.appendChild(el("td", {}, r.change));
+      var mean = el("td", { "class": "num" }, pair(r.mean_s, s3) + " ");
+      mean.appendChild(el("b", {}, (r.gain > 0 ? "−" : "+") + (100 * Math.abs(r.gain)).toFixed(0) + "%"));
+      tr.appendChild(mean);
+      tr.appendChild(el("td", { "class": "num" }, pair(r.p95_s, s3)));
+      tr.appendChild(el("td", { "class": "num" }, pair(r.throughput_per_h, function (v) { return v.toFixed(0); }) + " tasks/h"));
+      body.appendChild(tr);
+    });
+    tab.appendChild(body); help.appendChild(tab);
+    help.appendChild(el("p", { "class": "muted" }, "Each change alone, replayed on the recorded tasks " +
+      "(agentscope whatif predicts any other: --speedup stage:tool=2, --slots, --cores)."));
+    return help;
   }
-  function breakdown(title, rows, assumed) {
-    var box = el("div", {}); box.appendChild(el("h3", {}, title + " (critical-path seconds per class)"));
+  function breakdown(box, title, rows, assumed) {
+    box.appendChild(el("h3", {}, title + " (critical-path seconds per class)"));
     var keys = Object.keys(rows || {}), tot = {}, max = 0;
     keys.forEach(function (k) {
       var t = 0; CLASSES.forEach(function (c) { t += rows[k][c] || 0; }); tot[k] = t; max = Math.max(max, t);
     });
     keys.sort(function (a, b) { return tot[b] - tot[a]; });
-    var svg = sv("svg", { width: 460, height: Math.max(keys.length, 1) * 22 + 4, "class": "breakdown" });
+    var BW = Math.max(Math.min(box.clientWidth, 900), 400) - 130 - 70;  // the bars' width
+    var svg = sv("svg", { width: 130 + BW + 70, height: Math.max(keys.length, 1) * 22 + 4, "class": "breakdown" });
     keys.forEach(function (k, i) {
       var y = i * 22 + 2;
-      svg.appendChild(sv("text", { x: 0, y: y + 13 }, k.length > 18 ? k.slice(0, 17) + "…" : k));
-      var g = stacked(rows[k], 260, 16, max || 1, (assumed || {})[k]); g.setAttribute("x", 130); g.setAttribute("y", y);
+      svg.appendChild(tip(sv("text", { x: 0, y: y + 13 }, k.length > 18 ? k.slice(0, 17) + "…" : k), k));
+      var g = stacked(rows[k], BW, 16, max || 1, (assumed || {})[k]); g.setAttribute("x", 130); g.setAttribute("y", y);
       svg.appendChild(g);
-      svg.appendChild(sv("text", { x: 130 + (tot[k] / (max || 1)) * 260 + 6, y: y + 13, "class": "muted" }, secs(tot[k])));
+      svg.appendChild(sv("text", { x: 130 + (tot[k] / (max || 1)) * BW + 6, y: y + 13, "class": "muted" }, secs(tot[k])));
     });
     box.appendChild(svg);
-    return box;
   }
-  function latency() {
-    var box = el("div", {}); box.appendChild(el("h3", {}, "Task latency by bottleneck class"));
+  function latency(box) {
+    box.appendChild(el("h3", {}, "Task latency by bottleneck class"));
     var durs = D.tasks.map(function (t) { return Math.max(t[I.duration_s], 1e-6); });
-    if (!durs.length) { box.appendChild(el("p", { "class": "muted" }, "no tasks")); return box; }
+    if (!durs.length) { box.appendChild(el("p", { "class": "muted" }, "no tasks")); return; }
     var lo = Math.log10(Math.min.apply(null, durs)), hi = Math.log10(Math.max.apply(null, durs));
     if (hi - lo < 1e-9) { lo -= 0.5; hi += 0.5; }
-    var bins = 30, W = 300, H = 34, x0 = 70, present = CLASSES.filter(function (c) {
-      return D.tasks.some(function (t) { return t[I.bottleneck] === c; }); });
-    var svg = sv("svg", { width: x0 + W + 60, height: present.length * (H + 8) + 24, "class": "latency" });
+    var bins = 30, x0 = 100, W = Math.max(Math.min(box.clientWidth, 900), 400) - x0 - 20, H = 34;
+    var present = CLASSES.filter(function (c) { return D.tasks.some(function (t) { return t[I.bottleneck] === c; }); });
+    var rowsH = present.length * (H + 8), svg = sv("svg", { width: x0 + W + 20, height: rowsH + 36, "class": "latency" });
+    function X(v) { return x0 + (v - lo) / (hi - lo) * W; }
+    // the axis: ticks at 1, 2 and 5 times a power of ten (decades only when that is too many)
+    var ticks = [];
+    for (var e = Math.floor(lo); e <= Math.ceil(hi); e++) [1, 2, 5].forEach(function (m) {
+      var v = e + Math.log10(m); if (v >= lo - 1e-9 && v <= hi + 1e-9) ticks.push(v);
+    });
+    if (ticks.length > 8) ticks = ticks.filter(function (v) { return Math.abs(v - Math.round(v)) < 1e-9; });
+    if (ticks.length < 2) ticks = [lo, hi];
+    var axis = sv("g", { "class": "axis" });
+    ticks.forEach(function (v) {
+      var x = X(v);
+      axis.appendChild(sv("line", { x1: x, x2: x, y1: 0, y2: rowsH }));
+      axis.appendChild(sv("text", { x: x, y: rowsH + 12, "text-anchor": x < x0 + 15 ? "start" : x > x0 + W - 15 ? "end" : "middle",
+                                    "class": "muted" }, short(Math.pow(10, v))));
+    });
+    axis.appendChild(sv("text", { x: x0 + W / 2, y: rowsH + 30, "text-anchor": "middle", "class": "muted axis-title" },
+                        "task duration (log scale)"));
+    svg.appendChild(axis);
     present.forEach(function (c, r) {
       var counts = new Array(bins).fill(0), n = 0;
       D.tasks.forEach(function (t) {
@@ -163,6 +247,7 @@
       });
       var m = Math.max.apply(null, counts), y = r * (H + 8), k = (S.assumed_bottlenecks || {})[c] || 0;
       svg.appendChild(sv("text", { x: 0, y: y + H - 4 }, c + " (" + n + (k ? ", " + k + MARK : "") + ")"));
+      svg.appendChild(sv("line", { x1: x0, x2: x0 + W, y1: y + H + 0.5, y2: y + H + 0.5, stroke: "#c9ced9" }));
       counts.forEach(function (k, i) {
         if (!k) return;
         var h = Math.max(k / m * H, 1);
@@ -170,14 +255,10 @@
           k + " tasks, " + secs(Math.pow(10, lo + i * (hi - lo) / bins)) + "–" + secs(Math.pow(10, lo + (i + 1) * (hi - lo) / bins))));
       });
     });
-    var yb = present.length * (H + 8) + 12;
-    svg.appendChild(sv("text", { x: x0, y: yb, "class": "muted" }, secs(Math.pow(10, lo))));
-    svg.appendChild(sv("text", { x: x0 + W, y: yb, "text-anchor": "end", "class": "muted" }, secs(Math.pow(10, hi)) + " (log scale)"));
     box.appendChild(svg);
-    return box;
   }
-  function ranking() {
-    var box = el("div", { id: "ranking" }); box.appendChild(el("h3", {}, "Tasks that lost the most time to each class"));
+  function ranking(box) {
+    box.appendChild(el("h3", {}, "Tasks that lost the most time to each class"));
     CLASSES.forEach(function (c, ci) {
       var lost = D.tasks.map(function (t, i) { return [t[I.shares][ci] * t[I.duration_s], i]; })
         .filter(function (p) { return p[0] > 0; }).sort(function (a, b) { return b[0] - a[0]; }).slice(0, 5);
@@ -243,7 +324,9 @@
   }
   function row(i) {
     var task = D.tasks[i], tr = el("tr", { "data-task": i });
-    var name = el("td"); name.appendChild(taskLink(i, task[I.name]));
+    var name = el("td", { "class": "name" }), link = taskLink(i, task[I.name]);
+    if (!link.title) link.title = task[I.name];
+    name.appendChild(link);
     tr.appendChild(name);
     tr.appendChild(el("td", {}, task[I.lane] || "-"));
     tr.appendChild(el("td", { "class": "num" }, task[I.start].replace("T", " ").replace("Z", "")));
@@ -256,12 +339,18 @@
     var sh = el("td"), bar = stacked(byClass(task[I.shares]), 120, 12, 1, byClass(task[I.assumed_shares]));
     bar.setAttribute("class", "minibar");
     sh.appendChild(bar); tr.appendChild(sh);
-    var ev = el("td", { "class": "ev" }, task[I.evidence]), more = task[I.more_evidence] || [];
-    if (more.length) {  // the rest of the verdict's evidence, folded
-      var det = el("details"), ul = el("ul");
-      det.appendChild(el("summary", {}, more.length + " more"));
+    // one line: the evidence of the span that held the task longest; the rest (the next spans)
+    // folded under it, the line itself whole when unfolded
+    var ev = el("td", { "class": "ev" }), more = task[I.more_evidence] || [];
+    var first = el("span", { "class": "ev1", title: task[I.evidence] }, task[I.evidence]);
+    if (more.length) {
+      var det = el("details"), sum = el("summary"), ul = el("ul");
+      sum.appendChild(first); sum.appendChild(el("span", { "class": "evmore" }, "+" + more.length + " more"));
+      det.appendChild(sum);
       more.forEach(function (e) { ul.appendChild(el("li", {}, e)); });
       det.appendChild(ul); ev.appendChild(det);
+    } else {
+      var line = el("div", { "class": "evline" }); line.appendChild(first); ev.appendChild(line);
     }
     tr.appendChild(ev);
     return tr;
@@ -320,21 +409,22 @@
       return;
     }
     box.appendChild(legend(tl.path.some(function (p) { return p[8]; })));
-    var total = Math.max(task[I.duration_s], 1e-9), LW = 240, W = Math.max(Math.min(window.innerWidth - LW - 90, 1100), 360);
+    var total = Math.max(task[I.duration_s], 1e-9), LW = 240, RW = 80;  // the counters' scale right of the plot
+    var W = Math.max(Math.min(box.clientWidth - LW - RW, 1100), 360);
     var RH = 16, MAXROWS = 1500;
     var order = spanOrder(tl.spans).slice(0, MAXROWS);
     var rowOf = {}; order.forEach(function (s, r) { rowOf[s] = r; });
-    var counters = tl.counters || [], CH = 36;
+    var counters = tl.counters || [], CH = 40;
     var top = 22, pathY = top, spansY = top + RH + 10;
     var height = spansY + order.length * RH + 10 + counters.length * (CH + 10) + 20;
-    var svg = sv("svg", { width: LW + W + 20, height: height, id: "gantt", role: "img" });
+    var svg = sv("svg", { width: LW + W + RW, height: height, id: "gantt", role: "img" });
     function X(t) { return LW + Math.max(0, Math.min(t / total, 1)) * W; }
     var axis = sv("g", { "class": "axis" });
-    for (var k = 0; k <= 5; k++) {
-      var t = total * k / 5;
-      axis.appendChild(sv("line", { x1: X(t), x2: X(t), y1: 14, y2: height - 4 }));
-      axis.appendChild(sv("text", { x: X(t), y: 11, "text-anchor": k === 5 ? "end" : "middle", "class": "muted" }, secs(t)));
-    }
+    timeTicks(total, Math.max(Math.round(W / 110), 2)).forEach(function (tk) {
+      var x = X(tk[0]);
+      axis.appendChild(sv("line", { x1: x, x2: x, y1: 14, y2: height - 4 }));
+      axis.appendChild(sv("text", { x: x, y: 11, "text-anchor": x > LW + W - 25 ? "end" : "middle", "class": "muted tick" }, tk[1]));
+    });
     svg.appendChild(axis);
     svg.appendChild(sv("text", { x: 0, y: pathY + 12 }, "critical path"));
     tl.path.forEach(function (p) {
@@ -358,22 +448,7 @@
                                       A.legend + ": " + p[2] + ": " + p[6]));
     });
     var cy = spansY + order.length * RH + 14;
-    counters.forEach(function (c) {
-      var pts = c.points, max = c.scale === "share" ? 1 : Math.max.apply(null, pts.map(function (q) { return q[1]; }).concat([1e-9]));
-      svg.appendChild(sv("text", { x: 0, y: cy + CH / 2 + 4 }, c.label));
-      svg.appendChild(sv("text", { x: LW - 6, y: cy + 9, "text-anchor": "end", "class": "muted" }, c.scale === "share" ? "100%" : max.toFixed(2)));
-      svg.appendChild(sv("rect", { x: LW, y: cy, width: W, height: CH, fill: "#f6f7fa" }));
-      var d = "", last = null;
-      pts.forEach(function (q, j) {  // a step function: each value holds until the next sample
-        var x = X(q[0]), y = cy + CH - Math.max(0, Math.min(q[1] / max, 1)) * CH;
-        d += (j ? "H" + x.toFixed(1) + "V" + y.toFixed(1) : "M" + x.toFixed(1) + "," + y.toFixed(1)); last = y;
-      });
-      if (pts.length) {
-        d += "H" + X(total).toFixed(1);
-        svg.appendChild(sv("path", { d: d, fill: "none", stroke: "#39415a", "stroke-width": 1.2 }));
-      }
-      cy += CH + 10;
-    });
+    counters.forEach(function (c) { lane(svg, c, cy, CH, LW, W, X, total); cy += CH + 10; });
     box.appendChild(svg);
     if (!counters.length) box.appendChild(el("p", { "class": "muted" }, "No host counters were recorded during this task " +
       "(record them with `agentscope run` or agentscope.init(collect=True))."));
@@ -382,18 +457,60 @@
     var ul = el("ul", { "class": "evidence" });
     (tl.evidence || []).forEach(function (e) { ul.appendChild(el("li", {}, e)); });
     box.appendChild(ul);
+    // every section, in time order; those under 1% of the task folded under the rest
     box.appendChild(el("h3", {}, "Each critical-path section"));
-    var ol = el("ol", { "class": "evidence", id: "sections" });
-    tl.path.forEach(function (p) {
-      var li = el("li"), w = el("span", { "class": "when" }, secs(p[0]) + "–" + secs(p[1]) + " ");
-      var c = el("span", { "class": "cls" + (p[8] ? " assumed" : "") }, mark(p[2], p[8])); c.style.color = COL[p[2]];
-      if (p[8]) c.title = A.legend;
-      li.appendChild(w); li.appendChild(c);
-      if (p[8]) li.appendChild(el("span", { "class": "muted" }, " (" + A.legend + ")"));
-      li.appendChild(document.createTextNode(" " + p[4] + (p[5] ? " [" + p[5] + "]" : "") + ": " + p[6]));
-      ol.appendChild(li);
-    });
+    var ol = el("ol", { "class": "evidence", id: "sections" }), floor = 0.01 * total;
+    var long = tl.path.filter(function (p) { return p[1] - p[0] >= floor; });
+    var brief = tl.path.filter(function (p) { return p[1] - p[0] < floor; });
+    if (!long.length) { long = tl.path; brief = []; }
+    long.forEach(function (p) { ol.appendChild(section(p)); });
     box.appendChild(ol);
+    if (brief.length) {
+      var det = el("details", { id: "short-sections" }), rest = el("ol", { "class": "evidence" }), sum = 0;
+      brief.forEach(function (p) { rest.appendChild(section(p)); sum += p[1] - p[0]; });
+      det.appendChild(el("summary", { "class": "muted" }, brief.length + " shorter section" + (brief.length > 1 ? "s" : "") +
+        " (each under 1% of the task, " + secs(sum) + " in all)"));
+      det.appendChild(rest); box.appendChild(det);
+    }
+  }
+  function section(p) {  // a critical-path section in words
+    var li = el("li"), w = el("span", { "class": "when" }, secs(p[0]) + "–" + secs(p[1]) + " ");
+    var c = el("span", { "class": "cls" + (p[8] ? " assumed" : "") }, mark(p[2], p[8])); c.style.color = COL[p[2]];
+    if (p[8]) c.title = A.legend;
+    li.appendChild(w); li.appendChild(c);
+    if (p[8]) li.appendChild(el("span", { "class": "muted" }, " (" + A.legend + ")"));
+    li.appendChild(document.createTextNode(" " + p[4] + (p[5] ? " [" + p[5] + "]" : "") + ": " + p[6]));
+    return li;
+  }
+  // a counter's lane under the timeline: its name, mean and peak over the task, in its unit;
+  // a step line (each value holds until the next sample); its scale right of the plot
+  function lane(svg, c, cy, CH, LW, W, X, total) {
+    var pts = c.points, unit = c.unit || (c.scale === "share" ? "1" : ""), peak = 0, area = 0;
+    pts.forEach(function (q, j) {
+      var a = Math.max(q[0], 0), b = Math.min(j + 1 < pts.length ? pts[j + 1][0] : total, total);
+      if (b > a) area += q[1] * (b - a);
+      if (b > a || j === pts.length - 1) peak = Math.max(peak, q[1]);
+    });
+    var max = c.scale === "share" ? 1 : peak > 0 ? niceStep(peak, 1) : 1;
+    if (max < peak) max *= 2;
+    var stats = "mean " + inUnit(area / total, unit) + " · peak " + inUnit(peak, unit);
+    var name = c.label.length > 38 ? c.label.slice(0, 37) + "…" : c.label;
+    svg.appendChild(tip(sv("text", { x: 0, y: cy + 15, "class": "lane" }, name), c.label + " (" + c.metric + ")"));
+    svg.appendChild(sv("text", { x: 0, y: cy + 30, "class": "muted lane-stats" }, stats));
+    svg.appendChild(tip(sv("rect", { x: LW, y: cy, width: W, height: CH, fill: "#f6f7fa" }),
+                        c.label + " over the task: " + stats));
+    svg.appendChild(sv("text", { x: LW + W + 6, y: cy + 9, "class": "muted scale" },
+                       unit === "1" ? (100 * max).toFixed(0) + "%" : inUnit(max, unit)));
+    svg.appendChild(sv("text", { x: LW + W + 6, y: cy + CH, "class": "muted scale" }, "0"));
+    var d = "";
+    pts.forEach(function (q, j) {
+      var x = X(q[0]), y = cy + CH - Math.max(0, Math.min(q[1] / max, 1)) * CH;
+      d += (j ? "H" + x.toFixed(1) + "V" + y.toFixed(1) : "M" + x.toFixed(1) + "," + y.toFixed(1));
+    });
+    if (pts.length) {
+      d += "H" + X(total).toFixed(1);
+      svg.appendChild(sv("path", { d: d, fill: "none", stroke: "#39415a", "stroke-width": 1.2 }));
+    }
   }
   function spanOrder(spans) {  // depth first, children by start time
     var kids = {}, roots = [];
@@ -422,23 +539,39 @@
     apply();
   }
   var shownTask = null;
-  function apply() {
+  // navigate: the address was opened or changed from outside (a link), not by typing a filter
+  function apply(navigate) {
     var h = readHash();
     if (qEl.value !== (h.q || "")) qEl.value = h.q || "";
     if (clsEl.value !== (h["class"] || "")) clsEl.value = h["class"] || "";
-    filter(h.q, h["class"]);
-    var first = D.typical[Object.keys(D.typical)[0]];
+    // the timeline before the table's rows: it reads its box's width, which lays out the page
+    // (quick while the table is empty)
+    var first = D.typical[Object.keys(D.typical)[0]], scroll = false;
     var want = h.task !== undefined ? parseInt(h.task, 10) : (first !== undefined ? first : 0);
     if (want !== shownTask && D.tasks.length) {
-      shownTask = want; timeline(want);
-      if (h.task !== undefined) document.getElementById("timeline").scrollIntoView();
+      shownTask = want; timeline(want); scroll = h.task !== undefined;
+    }
+    filter(h.q, h["class"]);
+    if (scroll) document.getElementById("timeline").scrollIntoView();
+    if (navigate && h.task === undefined && (h.q || h["class"] || h.table !== undefined)) {
+      document.getElementById("table").scrollIntoView();  // a link to a filtered table shows it
     }
   }
 
   fleet();
   table();
-  window.addEventListener("hashchange", apply);
-  apply();
+  window.addEventListener("hashchange", function () { apply(true); });
+  // the charts take the width of the window they were drawn in: redrawn when it changes
+  var drawnWidth = window.innerWidth, redraw = null;
+  window.addEventListener("resize", function () {
+    if (window.innerWidth === drawnWidth) return;
+    clearTimeout(redraw);
+    redraw = setTimeout(function () {
+      drawnWidth = window.innerWidth; fleet();
+      if (shownTask !== null) timeline(shownTask);
+    }, 150);
+  });
+  apply(true);
   document.body.setAttribute("data-rendered-ms", Math.round(performance.now()));
   // after the browser has laid out and painted what was drawn: the time to a usable page
   requestAnimationFrame(function () {
