@@ -33,7 +33,7 @@ from .reliability import lost_time
 from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
                       TaskResult)
 from .threads import thread_facts
-from .verdict import (EVIDENCE_SPANS, NO_CLASS, assumed_parts, bottlenecks, evidence_line,
+from .verdict import (NO_CLASS, assumed_parts, bottlenecks, evidence_kept, evidence_line,
                       span_label, summarize, task_confidence)
 
 _GAP = CLASSES.index(GAP_CLASS)
@@ -146,7 +146,7 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
     timeout_l, retry_l = timeout_ns.tolist(), retry_ns.tolist()
 
     # the evidence: the spans holding each task's path longest, in words
-    tops = _longest_held(task, span, end - start, n_tasks)
+    tops = _longest_held(task, span, end - start, n_tasks, duration)
     words = sections.evidence.texts_at([k for top in tops for _, _, k in top])
     sec_cls_l = sec_cls.tolist()
     stages = stage.tolist()
@@ -265,10 +265,10 @@ def _pick(values: Any, row: Any, is_gap: Any, gap_value: Any) -> Any:
     return out
 
 
-def _longest_held(task: Any, span: Any, length: Any, n_tasks: int) -> list:
+def _longest_held(task: Any, span: Any, length: Any, n_tasks: int, duration: Any) -> list:
     """Per task, [(span row, time held, its longest section)] of the spans holding its path
-    longest (at most EVIDENCE_SPANS); ties in order of first appearance on the path. The
-    longest section is the first of the longest ones."""
+    longest (those ``evidence_kept`` names); ties in order of first appearance on the path.
+    The longest section is the first of the longest ones."""
     tops: list = [[] for _ in range(n_tasks)]
     if not len(task):
         return tops
@@ -286,7 +286,9 @@ def _longest_held(task: Any, span: Any, length: Any, n_tasks: int) -> list:
     order = np.lexsort((first, -held, u_task))
     ranked_task = u_task[order]
     rank = np.arange(len(order)) - np.searchsorted(ranked_task, ranked_task, side="left")
-    for j in np.flatnonzero(rank < EVIDENCE_SPANS).tolist():
+    ranked_held = held_int[order]
+    for j in np.flatnonzero(evidence_kept(rank, ranked_held,
+                                          np.asarray(duration)[ranked_task])).tolist():
         k = order[j]
         tops[int(u_task[k])].append((int(u_span[k]), int(held_int[k]), int(longest[k])))
     return tops

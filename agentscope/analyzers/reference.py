@@ -24,7 +24,7 @@ from .critical_path import _descend_flat, _over_roots, unique_spans
 from .evidence import (BASES, CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_REASON, GAP_SHARES,
                        MEASURED_BASIS, SELF_TIME_STAGES, UNTRACED_BASIS, Facts, classify)
 from .results import ReadOnlyDict, Segment, TaskResult
-from .verdict import (EVIDENCE_SPANS, NO_CLASS, assumed_parts, bottlenecks, evidence_line,
+from .verdict import (NO_CLASS, assumed_parts, bottlenecks, evidence_kept, evidence_line,
                       span_label, task_confidence)
 
 
@@ -237,8 +237,9 @@ def _evidence(segments: list, duration: int) -> list:
     for s in segments:
         entry = per_span.setdefault(s.span_id, [0, s])
         entry[0] += s.end_ns - s.start_ns
+    ranked = sorted(per_span.values(), key=lambda e: -e[0])
     return [evidence_line(span_label(seg.name, seg.stage), held, duration, seg.cls, seg.evidence)
-            for held, seg in sorted(per_span.values(), key=lambda e: -e[0])[:EVIDENCE_SPANS]]
+            for rank, (held, seg) in enumerate(ranked) if evidence_kept(rank, held, duration)]
 
 
 def section_means_sql(store: Any, hosts: Any, start: Any, end: Any,

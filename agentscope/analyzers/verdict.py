@@ -26,7 +26,8 @@ MOSTLY_ASSUMED = 0.5
 ASSUMED_MARK = "*"  # the mark, in the text outputs
 ASSUMED_LEGEND = "assumed from a stage label, not measured"
 GUESSED = 0.5  # below this measured share of the critical paths, every output warns
-EVIDENCE_SPANS = 3  # the spans a task's evidence names
+EVIDENCE_SPANS = 3  # the spans a task's evidence names at most ...
+EVIDENCE_MIN_SHARE = 0.01  # ... the longest always, the others if they held >= 1% of its path
 
 
 def task_confidence(quality: Any, shares: Any) -> Any:
@@ -65,10 +66,19 @@ def assumed_parts(shares: Any, basis: Any, wait_cls: Any) -> tuple:
 NO_CLASS = CLASSES.index(IO)  # the first section's class of a task without sections
 
 
+def evidence_kept(rank: Any, held_ns: Any, duration_ns: Any) -> Any:
+    """Whether the span ranked ``rank`` (0: held the path longest) among a task's spans is
+    named in its evidence: the first EVIDENCE_SPANS, but after the first only those that held
+    at least EVIDENCE_MIN_SHARE of the task's path (a task's own 0.2 ms between its children
+    said nothing a reader needs). Scalars or numpy arrays."""
+    return (rank < EVIDENCE_SPANS) & ((rank == 0) | (held_ns >= EVIDENCE_MIN_SHARE * duration_ns))
+
+
 def evidence_line(label: str, held_ns: int, duration_ns: int, cls: str, words: str) -> str:
     """One sentence of a task's evidence: a span, how long it held the path, its class, why."""
     share = held_ns / duration_ns if duration_ns else 0.0
-    return f"{label}: {held_ns / 1e9:.3g} s on the critical path ({share:.0%}), {cls}: {words}"
+    held = f"{held_ns / 1e9:.3g} s" if held_ns >= 1_000_000 else f"{held_ns / 1e3:.3g} µs"
+    return f"{label}: {held} on the critical path ({share:.0%}), {cls}: {words}"
 
 
 def span_label(name: str, stage: Any) -> str:
