@@ -27,8 +27,18 @@ from .exporters.views import inert
 def main() -> None:
     """agentscope: what really slows each AI agent task down.
 
-    Instrument your agent with agentscope.task / agentscope.stage, run it, then inspect the
-    trace directory it wrote.
+    \b
+    Start here:
+        agentscope analyze sample_traces/             the shipped traces
+        agentscope run --trace-dir traces -- python my_agent.py
+        agentscope analyze traces/                    what limited each task, and why
+        agentscope analyze traces/ --task ID          one task in full
+        agentscope whatif traces/ --speedup stage:tool=2
+
+    SOURCE is a trace directory or one trace file: agentscope's own, OTLP JSON/protobuf,
+    Jaeger, Langfuse, any-agent, Phoenix or TraceLab. Every command takes -q (quiet) and -v
+    (verbose). How to read the output: docs/reading-the-output.md; every command:
+    docs/cli.md.
     """
 
 
