@@ -214,3 +214,27 @@ def test_sdk_provider_passed_explicitly(tmp_path):
     assert spans["sdk-tool"].children == 1 and spans["sdk-tool"].child_cpu_ns > 0
     assert spans["sdk-task"].child_cpu_ns == spans["sdk-tool"].child_cpu_ns
     assert spans["sdk-task"].attrs["agentscope.lane"] == "online"
+
+
+def test_short_stages_in_sdk_mode_read_their_own_cpu(tmp_path):
+    """A stage of a few tens of microseconds that neither blocked nor was preempted was on a
+    CPU all its wall time: the SDK's own work at its start and end must not fall in its wall
+    time outside its CPU reading (it read as 60 % off-CPU, and so `io`)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    assert agentscope.init(tmp_path, tracer_provider=provider, flush_interval_s=0.1).mode == "sdk"
+    with agentscope.task(name="t"):
+        for i in range(40):
+            with agentscope.stage("context", name="build-prompt"):
+                sum(range(300))
+    agentscope.shutdown()
+    quiet = [s for s in scan(tmp_path).spans if s.name == "build-prompt"
+             and s.vcsw == 0 and s.ivcsw == 0]  # neither blocked nor preempted
+    assert len(quiet) >= 10
+    ratios = sorted(s.thread_cpu_ns / (s.end_ns - s.start_ns) for s in quiet)
+    assert ratios[len(ratios) // 2] >= 0.8, ratios  # 0.3-0.45 before
+    a = agentscope.analyze(tmp_path, db=":memory:")
+    cp = a.critical_path
+    judged = cp[cp.span_id.isin({s.span_id for s in quiet})]
+    assert len(judged) and set(judged["class"]) == {"cpu"}

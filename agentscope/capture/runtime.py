@@ -300,6 +300,10 @@ class SdkHandle:
                     attrs[OTHER_THREADS_CPU] = other
         if ru0 is not None and same_thread:
             ru1 = thread_rusage()
+        # the span ends when its counters were read: what follows (its attributes, the SDK's
+        # end) is after it, as lean spans have it
+        end_ns = time.time_ns()
+        if ru0 is not None and same_thread:
             a = ACCOUNTING
             attrs[a["vcsw"]] = ru1.ru_nvcsw - ru0.ru_nvcsw
             attrs[a["ivcsw"]] = ru1.ru_nivcsw - ru0.ru_nivcsw
@@ -320,7 +324,7 @@ class SdkHandle:
             attrs["agentscope.cpu.scope"] = "loop"
         self.end_ns = 1
         self.span.set_attributes(attrs)
-        self.span.end()
+        self.span.end(end_time=end_ns)
 
 
 _sdk_nodes: dict = {}  # id(SDK span) -> its SdkHandle, while open (for child accounting)
@@ -374,14 +378,18 @@ def _begin_sdk(rt: Runtime, ctx: Any, name: str, stage: Optional[str],
         parent_ctx = otel_context.Context()
     else:
         parent_ctx = trace.set_span_in_context(parent, ctx) if parent is not None else ctx
-    span = rt.tracer.start_span(name, context=parent_ctx, attributes=all_attrs, links=links)
     h = SdkHandle()
-    h.span = span
     h.ident = threading.get_ident()
+    # the counters first, then the span's start time, given to the SDK: the SDK's own work in
+    # start_span falls inside both the CPU reading and the wall time, not in the wall time
+    # alone (a 50 us stage would read as 60 % off-CPU: waiting)
     h.ru0 = thread_rusage()
     h.cpu0 = time.thread_time_ns()
     h.proc0 = time.process_time_ns()
     h.start_ns = time.time_ns()
+    span = rt.tracer.start_span(name, context=parent_ctx, attributes=all_attrs, links=links,
+                                start_time=h.start_ns)
+    h.span = span
     h.child_cpu_ns = h.children = h.child_majflt = h.child_ivcsw = h.child_vcsw = h.end_ns = 0
     h.workers_cpu_ns = h.child_run_delay_ns = h.child_own_cpu_ns = 0
     h.loop_task = h.loop_prev = None
