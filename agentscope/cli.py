@@ -249,7 +249,7 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]),
               default="table", show_default=True, help="Output format.")
 @_db_option
-@click.option("--limit", type=int, default=20, show_default=True,
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="Tasks to list in table and markdown output (JSON lists all).")
 @click.option("--push-gateway", "push_gateway", default=None, metavar="URL",
               help="Also push the analysis as Prometheus metrics to this Pushgateway "

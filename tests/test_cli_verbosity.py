@@ -94,3 +94,11 @@ def test_quiet_run_still_says_why_a_program_could_not_start(tmp_path):
     assert result.exit_code == 127
     assert "cannot start no-such-program-here" in result.stderr
     assert "sampling" not in result.stderr  # the informational lines are gone
+
+
+def test_limit_0_leaves_the_task_table_out(tmp_path):
+    result = CliRunner().invoke(main, ["analyze", str(SAMPLES / "io"), "--limit", "0",
+                                       "--db", str(tmp_path / "l.db")])
+    assert result.exit_code == 0
+    assert "Tasks (slowest" not in result.stdout and "slowest task:" in result.stdout
+    assert CliRunner().invoke(main, ["analyze", str(SAMPLES), "--limit", "-1"]).exit_code == 2

@@ -73,6 +73,22 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
     for label, t in featured(analysis.task_results):
         marks = _timeline(console, label, t) or marks
     tasks = sorted(analysis.task_results, key=lambda t: -t.duration_ns)
+    if limit > 0:
+        marks = _task_table(console, tasks, limit) or marks
+    if marks:
+        console.print(f"{ASSUMED_MARK} {ASSUMED_LEGEND}", markup=False, highlight=False)
+    helps = help_lines(analysis)
+    if helps:
+        console.print("[bold]What would help[/] (predicted from the critical paths: "
+                      "agentscope whatif, docs/whatif.md)")
+        for line in helps:
+            console.print(f"  {inert(line)}", markup=False, highlight=False)
+    _problems(list(analysis.problems), console)
+
+
+def _task_table(console: Console, tasks: list, limit: int) -> bool:
+    """The slowest ``limit`` tasks, a row each; whether a class in it is marked assumed."""
+    marks = False
     table = Table(title=f"Tasks (slowest {min(limit, len(tasks))} of {len(tasks)})",
                   title_justify="left")
     for col, kw in (("task", {"overflow": "fold"}), ("trace", {"no_wrap": True}), ("lane", {}),
@@ -94,15 +110,7 @@ def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
     console.print(table)
     console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES)
                   + (f" (lower case: {ASSUMED_LEGEND})" if lower else ""))
-    if marks:
-        console.print(f"{ASSUMED_MARK} {ASSUMED_LEGEND}", markup=False, highlight=False)
-    helps = help_lines(analysis)
-    if helps:
-        console.print("[bold]What would help[/] (predicted from the critical paths: "
-                      "agentscope whatif, docs/whatif.md)")
-        for line in helps:
-            console.print(f"  {inert(line)}", markup=False, highlight=False)
-    _problems(list(analysis.problems), console)
+    return marks
 
 
 def _basis(console: Console, s: Any) -> None:
