@@ -45,7 +45,7 @@ PAGES = {
     "openai_agents_sdk.py": "openai-agents-sdk.md",
     "anthropic_sdk.py": "anthropic-sdk.md",
 }
-HELPERS = {"fake_llm.py", "fake_anthropic.py"}  # the fake model endpoints
+HELPERS = {"fake_llm.py", "fake_anthropic.py", "workload.py"}  # endpoints, the shared tool
 
 
 # ---- the pages and the examples ---------------------------------------------------------------

@@ -19,9 +19,7 @@ Recipe (docs/recipes/anthropic-sdk.md)::
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,13 +33,11 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_llm import anthropic_endpoint  # noqa: E402
+from workload import arguments, run_test_suite  # noqa: E402
 
 AGENT = "test-fixer"
 RUN_TESTS = {"name": "run_tests", "description": "Run the project's test suite.",
              "input_schema": {"type": "object", "properties": {}}}
-SUITE = ("import time\nend = time.process_time() + {s}\nx = 0\n"
-         "while time.process_time() < end:\n    x = (x * 31 + 7) % 1000003\n"
-         "print('42 passed')\n")
 
 
 def setup_tracing() -> TracerProvider:
@@ -55,9 +51,7 @@ def setup_tracing() -> TracerProvider:
 
 
 def run_tests(cpu_s: float) -> str:
-    done = subprocess.run([sys.executable, "-c", SUITE.format(s=cpu_s)],
-                          capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+    return run_test_suite(cpu_s)
 
 
 def fix_failing_test(client: Anthropic, model: str, cpu_s: float) -> str:
@@ -90,14 +84,7 @@ def fix_failing_test(client: Anthropic, model: str, cpu_s: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", default=os.environ.get("ANTHROPIC_BASE_URL"),
-                        help="a real Anthropic endpoint (default: a local fake)")
-    parser.add_argument("--model", default="fake-sleep-0.5",
-                        help="the model (the fake waits the seconds its name ends in)")
-    parser.add_argument("--tasks", type=int, default=2)
-    parser.add_argument("--tool-cpu", type=float, default=1.5,
-                        help="CPU seconds the test suite computes")
+    parser = arguments(__doc__, "ANTHROPIC_BASE_URL", "a real Anthropic endpoint")
     args = parser.parse_args()
 
     provider = setup_tracing()

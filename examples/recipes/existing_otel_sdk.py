@@ -25,9 +25,7 @@ Recipe (docs/recipes/existing-otel-sdk.md)::
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,10 +42,7 @@ import agentscope
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_llm import openai_endpoint  # noqa: E402
-
-SUITE = ("import time\nend = time.process_time() + {s}\nx = 0\n"
-         "while time.process_time() < end:\n    x = (x * 31 + 7) % 1000003\n"
-         "print('42 passed')\n")
+from workload import arguments, run_test_suite  # noqa: E402
 
 
 def app_tracing() -> TracerProvider:
@@ -68,23 +63,15 @@ def handle_ticket(client: OpenAI, model: str, cpu_s: float, ticket: str) -> str:
                               {"role": "user", "content": f"{ticket}: test_parse_dates fails."}]
         plan = client.chat.completions.create(model=model, messages=messages)
         with agentscope.stage("tool", name="run_tests"):  # its child's CPU is measured exactly
-            done = subprocess.run([sys.executable, "-c", SUITE.format(s=cpu_s)],
-                                  capture_output=True, text=True, check=True)
+            done = run_test_suite(cpu_s)
         messages += [{"role": "assistant", "content": plan.choices[0].message.content or ""},
-                     {"role": "user", "content": f"The tests say: {done.stdout.strip()}"}]
+                     {"role": "user", "content": f"The tests say: {done}"}]
         answer = client.chat.completions.create(model=model, messages=messages)
-        return f"{answer.choices[0].message.content} (tests: {done.stdout.strip()})"
+        return f"{answer.choices[0].message.content} (tests: {done})"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
-                        help="a real OpenAI-compatible endpoint (default: a local fake)")
-    parser.add_argument("--model", default="fake-sleep-0.5",
-                        help="the model (the fake waits the seconds its name ends in)")
-    parser.add_argument("--tasks", type=int, default=2)
-    parser.add_argument("--tool-cpu", type=float, default=1.5,
-                        help="CPU seconds the test suite computes")
+    parser = arguments(__doc__)
     args = parser.parse_args()
 
     provider = app_tracing()

@@ -17,9 +17,7 @@ Recipe (docs/recipes/langchain-openinference.md)::
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,19 +34,15 @@ from agentscope.exporters.otlp_file import OTLPJsonFileExporter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_llm import openai_endpoint  # noqa: E402
+from workload import arguments, run_test_suite  # noqa: E402
 
-SUITE = ("import time\nend = time.process_time() + {s}\nx = 0\n"
-         "while time.process_time() < end:\n    x = (x * 31 + 7) % 1000003\n"
-         "print('42 passed')\n")
 TOOL_CPU_S = [1.5]  # --tool-cpu
 
 
 @tool
 def run_tests() -> str:
     """Run the project's test suite."""
-    done = subprocess.run([sys.executable, "-c", SUITE.format(s=TOOL_CPU_S[0])],
-                          capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+    return run_test_suite(TOOL_CPU_S[0])
 
 
 def setup_tracing(trace_dir: Path) -> TracerProvider:
@@ -82,14 +76,7 @@ def make_agent(llm: ChatOpenAI):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
-                        help="a real OpenAI-compatible endpoint (default: a local fake)")
-    parser.add_argument("--model", default="fake-sleep-0.5",
-                        help="the model (the fake waits the seconds its name ends in)")
-    parser.add_argument("--tasks", type=int, default=2)
-    parser.add_argument("--tool-cpu", type=float, default=1.5,
-                        help="CPU seconds the test suite computes")
+    parser = arguments(__doc__)
     parser.add_argument("--trace-dir", type=Path,
                         default=Path(os.environ.get("AGENTSCOPE_TRACE_DIR", "traces")))
     args = parser.parse_args()

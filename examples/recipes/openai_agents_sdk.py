@@ -19,10 +19,8 @@ Recipe (docs/recipes/openai-agents-sdk.md)::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,10 +34,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_llm import openai_endpoint  # noqa: E402
-
-SUITE = ("import time\nend = time.process_time() + {s}\nx = 0\n"
-         "while time.process_time() < end:\n    x = (x * 31 + 7) % 1000003\n"
-         "print('42 passed')\n")
+from workload import arguments, run_test_suite  # noqa: E402
 
 
 def setup_tracing() -> TracerProvider:
@@ -55,9 +50,7 @@ def setup_tracing() -> TracerProvider:
 async def run_tasks(url: str, model: str, tasks: int, cpu_s: float) -> None:
     def run_tests() -> str:
         """Run the project's test suite."""
-        done = subprocess.run([sys.executable, "-c", SUITE.format(s=cpu_s)],
-                              capture_output=True, text=True, check=True)
-        return done.stdout.strip()
+        return run_test_suite(cpu_s)
 
     async with AsyncOpenAI(base_url=url, max_retries=0,
                            api_key=os.environ.get("OPENAI_API_KEY",
@@ -74,14 +67,7 @@ async def run_tasks(url: str, model: str, tasks: int, cpu_s: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
-                        help="a real OpenAI-compatible endpoint (default: a local fake)")
-    parser.add_argument("--model", default="fake-sleep-0.5",
-                        help="the model (the fake waits the seconds its name ends in)")
-    parser.add_argument("--tasks", type=int, default=2)
-    parser.add_argument("--tool-cpu", type=float, default=1.5,
-                        help="CPU seconds the test suite computes")
+    parser = arguments(__doc__)
     args = parser.parse_args()
 
     provider = setup_tracing()

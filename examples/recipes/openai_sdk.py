@@ -18,9 +18,7 @@ Recipe (docs/recipes/openai-sdk.md)::
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,16 +33,12 @@ from opentelemetry.trace import SpanKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_llm import openai_endpoint  # noqa: E402
+from workload import arguments, run_test_suite  # noqa: E402
 
 AGENT = "test-fixer"
 RUN_TESTS = {"type": "function", "function": {
     "name": "run_tests", "description": "Run the project's test suite.",
     "parameters": {"type": "object", "properties": {}}}}
-# the test suite: a child process computing a fixed amount of CPU time (not wall time: on a
-# busy machine it takes longer, and is CPU-bound all the same)
-SUITE = ("import time\nend = time.process_time() + {s}\nx = 0\n"
-         "while time.process_time() < end:\n    x = (x * 31 + 7) % 1000003\n"
-         "print('42 passed')\n")
 
 
 def setup_tracing() -> TracerProvider:
@@ -60,9 +54,7 @@ def setup_tracing() -> TracerProvider:
 
 
 def run_tests(cpu_s: float) -> str:
-    done = subprocess.run([sys.executable, "-c", SUITE.format(s=cpu_s)],
-                          capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+    return run_test_suite(cpu_s)
 
 
 def fix_failing_test(client: OpenAI, model: str, cpu_s: float) -> str:
@@ -93,14 +85,7 @@ def fix_failing_test(client: OpenAI, model: str, cpu_s: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
-                        help="a real OpenAI-compatible endpoint (default: a local fake)")
-    parser.add_argument("--model", default="fake-sleep-0.5",
-                        help="the model (the fake waits the seconds its name ends in)")
-    parser.add_argument("--tasks", type=int, default=2)
-    parser.add_argument("--tool-cpu", type=float, default=1.5,
-                        help="CPU seconds the test suite computes")
+    parser = arguments(__doc__)
     args = parser.parse_args()
 
     provider = setup_tracing()
