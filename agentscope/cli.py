@@ -22,39 +22,6 @@ from .collectors.receiver import MAX_BODY
 from .exporters.views import inert
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="agentscope")
-def main() -> None:
-    """agentscope: what really slows each AI agent task down.
-
-    \b
-    Start here:
-        agentscope analyze sample_traces/             the shipped traces
-        agentscope run --trace-dir traces -- python my_agent.py
-        agentscope analyze traces/                    what limited each task, and why
-        agentscope analyze traces/ --task ID          one task in full
-        agentscope whatif traces/ --speedup stage:tool=2
-
-    SOURCE is a trace directory or one trace file: agentscope's own, OTLP JSON/protobuf,
-    Jaeger, Langfuse, any-agent, Phoenix or TraceLab. Every command takes -q (quiet) and -v
-    (verbose). How to read the output: docs/reading-the-output.md; every command:
-    docs/cli.md.
-    """
-
-
-# ---- options several commands share, declared once ---------------------------------------
-def _trace_dir(f):
-    # a trace directory, or a single trace file (any format analyze reads)
-    return click.argument("trace_dir", metavar="SOURCE", type=click.Path(path_type=str))(f)
-
-
-def _db_option(f):
-    return click.option(
-        "--db", type=click.Path(dir_okay=False, path_type=str), default=None,
-        help="DuckDB file to use [default: SOURCE/.agentscope/agentscope.duckdb; in memory "
-             "for a single file].")(f)
-
-
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 _LEVEL_KEY = "agentscope.verbosity"
 
@@ -93,6 +60,40 @@ def _verbosity(verbose_help: str = "Also say what was loaded (files by format, s
 def _level() -> int:
     ctx = click.get_current_context(silent=True)
     return ctx.meta.get(_LEVEL_KEY, NORMAL) if ctx is not None else NORMAL
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="agentscope")
+@_verbosity("Also say what was loaded and how long it took (as each command's -v).")
+def main() -> None:
+    """agentscope: what really slows each AI agent task down.
+
+    \b
+    Start here:
+        agentscope analyze sample_traces/             the shipped traces
+        agentscope run --trace-dir traces -- python my_agent.py
+        agentscope analyze traces/                    what limited each task, and why
+        agentscope analyze traces/ --task ID          one task in full
+        agentscope whatif traces/ --speedup stage:tool=2
+
+    SOURCE is a trace directory or one trace file: agentscope's own, OTLP JSON/protobuf,
+    Jaeger, Langfuse, any-agent, Phoenix or TraceLab. Every command takes -q (quiet) and -v
+    (verbose). How to read the output: docs/reading-the-output.md; every command:
+    docs/cli.md.
+    """
+
+
+# ---- options several commands share, declared once ---------------------------------------
+def _trace_dir(f):
+    # a trace directory, or a single trace file (any format analyze reads)
+    return click.argument("trace_dir", metavar="SOURCE", type=click.Path(path_type=str))(f)
+
+
+def _db_option(f):
+    return click.option(
+        "--db", type=click.Path(dir_okay=False, path_type=str), default=None,
+        help="DuckDB file to use [default: SOURCE/.agentscope/agentscope.duckdb; in memory "
+             "for a single file].")(f)
 
 
 def _headers(headers: tuple) -> dict:
@@ -168,7 +169,14 @@ def _load_lines(trace_dir: str, analysis, seconds: float) -> list:
              f"{load.files_loaded} read, {load.files_unchanged} unchanged since the last load; "
              f"{load.spans_added} spans and {load.samples_added} samples added"
              + (f", {load.duplicates} duplicate spans ignored" if load.duplicates else "")]
-    lines += [f"  skipped {s.rel}: {s.reason}" for s in load.skipped]
+    lines += [f"  skipped {s.rel}: {s.reason}" for s in load.skipped if not s.quiet]
+    plain: dict = {}  # files that are plainly not traces (documents, scenario labels): counted
+    for s in load.skipped:
+        if s.quiet:
+            plain[s.reason] = plain.get(s.reason, 0) + 1
+    if plain:
+        lines.append("  skipped, not traces: " + ", ".join(
+            f"{n} ({why})" for why, n in sorted(plain.items())))
     lines.append(f"{len(analysis.task_results)} tasks; loaded and analysed in {seconds:.2f} s")
     return lines
 
@@ -328,7 +336,7 @@ def _show_task(analysis, selector: str, fmt: str) -> None:
 
     found = find_tasks(analysis, selector)
     if not found:
-        _fail(f"no task with trace id starting {selector!r} or named {selector!r} "
+        _fail(f"no task named {selector!r} or with a trace id starting with it "
               "(the table's trace column shows the ids)")
     t = found[0]
     if len(found) > 1:
@@ -336,6 +344,11 @@ def _show_task(analysis, selector: str, fmt: str) -> None:
     if fmt == "json":
         doc = next(x for x in analysis.to_dict()["tasks"] if x["trace_id"] == t.trace_id)
         click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
+        return
+    if fmt == "markdown":
+        from .exporters.table import markdown_task
+
+        click.echo(markdown_task(t), nl=False)
         return
     console = Console()
     if not console.is_terminal:
@@ -542,7 +555,7 @@ def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
 
 _COLLECT_OPTIONS = [
     click.option("--hz", type=float, default=10.0, show_default=True,
-                 help="Samples per second (ARCHITECTURE §6; 100 for short bursts)."),
+                 help="Samples per second (docs/ARCHITECTURE.md §6; 100 for short bursts)."),
     click.option("--model-server", "model_servers", multiple=True, metavar="URL",
                  help="Also scrape a vLLM/SGLang Prometheus endpoint, e.g. "
                       "http://127.0.0.1:8000/metrics (repeatable)."),

@@ -76,7 +76,7 @@ def test_verbose_says_what_was_loaded(tmp_path):
     assert result.exit_code == 0
     err = result.stderr
     assert "trace files (samples 9, spans 3)" in err
-    assert "skipped io-db/scenario.json: agentscope scenario labels" in err
+    assert "skipped, not traces: 6 (agentscope scenario labels, not traces)" in err
     assert "6 tasks; loaded and analysed in" in err
     again = CliRunner().invoke(main, ["analyze", "-v", str(SAMPLES / "io"),
                                       "--db", str(tmp_path / "v.db")])
@@ -102,3 +102,44 @@ def test_limit_0_leaves_the_task_table_out(tmp_path):
     assert result.exit_code == 0
     assert "Tasks (slowest" not in result.stdout and "slowest task:" in result.stdout
     assert CliRunner().invoke(main, ["analyze", str(SAMPLES), "--limit", "-1"]).exit_code == 2
+
+
+def test_verbosity_goes_before_the_command_too(tmp_path):
+    result = CliRunner().invoke(main, ["-v", "analyze", str(SAMPLES / "io"),
+                                       "--db", str(tmp_path / "v.db")])
+    assert result.exit_code == 0 and "tasks; loaded and analysed in" in result.stderr
+    result = CliRunner().invoke(main, ["-q", "analyze", str(tmp_path / "none"),
+                                       "--db", str(tmp_path / "n.db")])
+    assert result.exit_code == 2  # a missing path stays a usage error, said even with -q
+    result = CliRunner().invoke(main, ["-q", "analyze", "-v", str(SAMPLES / "io")])
+    assert result.exit_code == 2 and "not both" in result.stderr
+
+
+def test_task_by_any_prefix_of_its_trace_id_and_in_markdown(tmp_path):
+    a = CliRunner().invoke(main, ["analyze", str(SAMPLES / "io"), "--format", "json",
+                                  "--db", str(tmp_path / "t.db")])
+    ids = [t["trace_id"] for t in json.loads(a.stdout)["tasks"]]
+    first = ids[0]
+    short = next(k for k in range(1, len(first))
+                 if sum(i.startswith(first[:k]) for i in ids) == 1)
+    r = CliRunner().invoke(main, ["analyze", str(SAMPLES / "io"), "--task", first[:short],
+                                  "--format", "markdown", "--db", str(tmp_path / "t.db")])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("## Task ") and f"`{first}`" in r.stdout
+    assert "| start | end | span | stage | class | confidence | evidence |" in r.stdout
+
+
+def test_a_folder_where_the_store_cannot_be_kept_is_analysed_in_memory(tmp_path):
+    d = tmp_path / "t"
+    shutil.copytree(SAMPLES / "io" / "io-db", d)
+    (d / ".agentscope").write_text("not a folder")  # as a read-only folder refuses it
+    result = CliRunner().invoke(main, ["analyze", str(d)])
+    assert result.exit_code == 0, result.output
+    assert "cannot keep the store in" in result.stderr and "--db FILE" in result.stderr
+    assert "tasks, " in result.stdout  # the report all the same
+
+
+def test_a_folder_with_no_traces_gets_no_store(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    assert CliRunner().invoke(main, ["analyze", str(tmp_path)]).exit_code == 1
+    assert not (tmp_path / ".agentscope").exists()

@@ -460,9 +460,9 @@ def test_text_timeline_rows():
     # the tool's two sections merged; the task's last 1 % kept, its first 0.5 % left out
     assert rows[0] == ("tool", "tool", "io", 5e-9, 6e-7)
     assert [r[2] for r in rows] == ["io", "gpu", "cpu", ""]
-    assert rows[-1][0] == "(1 shorter sections, 0.000 s in all)" and rows[-1][3] is None
+    assert rows[-1][0] == "(1 shorter section, 0.005 µs in all)" and rows[-1][3] is None
     rows = path_rows(Task(), max_rows=2)
-    assert [r[0] for r in rows] == ["tool", "llm", "(2 shorter sections, 0.000 s in all)"]
+    assert [r[0] for r in rows] == ["tool", "llm", "(2 shorter sections, 0.015 µs in all)"]
     assert bar(0.25, 0.5, 1.0, 8, "C") == "  CC    "
     assert bar(0.0, 0.0001, 1.0, 8, "C") == "C       "  # at least one cell
 
@@ -566,3 +566,22 @@ def test_markdown_and_terminal_keep_hostile_names_inert(tmp_path):
     assert all(line.count(" | ") == rows[0].count(" | ") for line in rows[:2])  # one row each
     term = CliRunner().invoke(main, ["analyze", str(d)]).stdout
     assert "\x1b" not in term and "\u202e" not in term and "# heading" in term  # as text
+
+
+def test_the_share_bar_is_always_twenty_letters():
+    import random
+
+    from agentscope.exporters.table import _bar
+
+    def letters(shares, assumed=None):
+        return re.sub(r"\[[^]]*\]", "", _bar(shares, assumed=assumed))
+
+    # each class rounded alone gave 16 + 3 + 0 = 19 letters here
+    assert letters({"queue": 0.8247, "io": 0.1674, "cpu": 0.0079}) == "I" * 3 + "Q" * 17
+    rng = random.Random(3)
+    for _ in range(500):
+        w = [rng.random() ** 3 for _ in range(6)]
+        shares = dict(zip(("gpu", "cpu", "memory", "io", "queue", "untraced"),
+                          (x / sum(w) for x in w)))
+        assert len(letters(shares, assumed={"io": shares["io"] / 2})) == 20
+    assert letters({c: 0.0 for c in ("gpu", "cpu")}) == ""  # a task of no time: no bar

@@ -21,7 +21,7 @@ from ..analyzers.results import Fleet, Sections, Summary
 from ..analyzers.verdict import breakdown, guess_warning
 from ..store.duckdb_store import Store
 from ..store.loading import LoadReport
-from ..store.schema import MEMORY
+from ..store.schema import DEFAULT_DB, MEMORY
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -40,7 +40,8 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     ``source``: a trace directory (every trace file below it, in any format agentscope reads,
     detected by content: docs/file-formats.md) or a single trace file.
     ``db``: the DuckDB file [default: ``SOURCE/.agentscope/agentscope.duckdb`` for a directory,
-    in memory for a single file]; ``":memory:"`` keeps the store in memory (call
+    in memory for a single file, for a directory with no trace file, and, with a warning, for
+    one where ``.agentscope/`` cannot be made]; ``":memory:"`` keeps the store in memory (call
     :meth:`Analysis.close` when done with it).
     ``progress(done_bytes, total_bytes)`` is called as files are read. ``batch``: tune this
     process for one large analysis that ends soon (the CLI does): freed memory is kept for
@@ -59,9 +60,9 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
         raise FileNotFoundError(f"no such trace directory or file: {source}")
     if batch:
         _keep_freed_memory()
-    store = Store.for_trace_dir(root, db, keep_freed_blocks=batch)
+    found = Store.sources(root)
+    store, notes = _open_store(root, db, found, batch)
     try:
-        found = store.sources(root)
         update = None
         if progress is not None:
             total = sum(s.path.stat().st_size for s in found[0])
@@ -72,7 +73,7 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
                 progress(done[0], total)
 
         load = store.load(root, progress=update, found=found)
-        analysis = _analyse(store, load, str(source))
+        analysis = _analyse(store, load, str(source), notes)
     except BaseException:
         store.close()
         raise
@@ -84,6 +85,26 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
 SKIPPED_NAMED = 5  # skipped files named in the warning (the rest are counted)
 
 
+def _open_store(root: Path, db: "str | os.PathLike[str] | None", found: tuple,
+                batch: bool) -> tuple:
+    """(the store, warnings about it). The default store of a directory is its
+    ``.agentscope/``; a directory with no trace file (and no store yet) gets none (nothing to
+    keep: it is analysed in memory), and one where it cannot be made (read-only, not ours to
+    write) is analysed in memory, with a warning naming ``--db``."""
+    if db is not None or not root.is_dir():
+        return Store.for_trace_dir(root, db, keep_freed_blocks=batch), []
+    default = root / DEFAULT_DB
+    if not found[0] and not default.exists():
+        return Store(MEMORY, keep_freed_blocks=batch), []
+    try:
+        return Store.for_trace_dir(root, None, keep_freed_blocks=batch), []
+    except OSError as e:  # read-only, no permission, a file named .agentscope
+        why = e.strerror or str(e)
+        return Store(MEMORY, keep_freed_blocks=batch), [
+            f"cannot keep the store in {default.parent} ({why}): analysed in memory, so the "
+            "next run reads every file again; --db FILE (db= in Python) keeps it elsewhere"]
+
+
 def source_state(source: "str | os.PathLike[str]") -> tuple:
     """The loadable files of a trace directory and their sizes: when this has not changed,
     an analysis of it would find nothing new."""
@@ -91,7 +112,8 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
     return tuple(sorted((str(s.path), s.path.stat().st_size) for s in found))
 
 
-def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
+def _analyse(store: Store, load: LoadReport, source: str,
+             notes: Sequence[str] = ()) -> "Analysis":
     series = store.counter_series(METRICS)
     trees = store.process_trees()
     counted = series is not None or trees is not None
@@ -105,7 +127,7 @@ def _analyse(store: Store, load: LoadReport, source: str) -> "Analysis":
         fleet.summary, gpu=gpu, input_problems=len(problems),
         load={"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
-    warnings = list(fleet.warnings)
+    warnings = list(notes) + list(fleet.warnings)
     guessed = guess_warning(summary)
     if guessed:
         warnings.append(guessed)

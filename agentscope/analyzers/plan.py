@@ -34,10 +34,10 @@ GPU_CENTRIC_BELOW = 0.20
 BALANCED_ABOVE = 0.50
 ORCHESTRATION_STAGES = ("task", "agent", "context")
 TOOL_STAGES = ("tool", "env")
-RULE_SOURCE = ("the background articles' rule of thumb (CPU:GPU ratio article, \"how to "
-               "choose\"), on the orchestration and tool share of the critical paths: under "
-               "20 % (with pure tensor inference) keep a GPU-centric ratio such as 1:8; over "
-               "50 %, move toward 1:1")
+RULE_SOURCE = ("a rule of thumb from industry writing on CPU:GPU sizing for agents (quoted, "
+               "not measured here), on the orchestration and tool share of the critical "
+               "paths: under 20 % (with pure tensor inference) keep a GPU-centric ratio such "
+               "as 1:8; over 50 %, move toward 1:1")
 PRICES = ("gpu", "cpu", "mem")  # USD per GPU-hour, per core-hour, per GB-hour
 
 

@@ -22,9 +22,9 @@ def _lines(doc: dict) -> list:
     cp, ratio, gpu, cg, pt = (doc["critical_path"], doc["ratio"], doc["gpu"],
                               doc["cpu_per_gpu"], doc["per_task"])
     rows = [("critical paths", None, None),
-            (None, "orchestration (task, agent, context)", _pct(cp["orchestration_share"])),
+            (None, "agent code (task, agent, context)", _pct(cp["orchestration_share"])),
             (None, "tools (tool, env)", _pct(cp["tool_share"])),
-            (None, "orchestration + tools", _pct(cp["orchestration_and_tools_share"])),
+            (None, "agent code + tools", _pct(cp["orchestration_and_tools_share"])),
             (None, "gpu", _pct(cp["gpu_share"])),
             (None, "CPU:GPU", ratio["advice"]),
             (None, "rule", ratio["rule"]),

@@ -24,11 +24,18 @@ COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "qu
 
 
 def _bar(shares: dict, width: int = 20, assumed: Any = None) -> str:
-    """A task's shares as a row of class initials; the part of a class that rests on a stage
-    label or an assumption (``assumed``) in lower case."""
+    """A task's shares as a row of ``width`` class initials (largest remainders get the
+    letters rounding leaves over, so the row is always ``width`` long); the part of a class
+    that rests on a stage label or an assumption (``assumed``) in lower case."""
+    exact = {c: max(shares.get(c, 0.0), 0.0) * width for c in CLASSES}
+    counts = {c: int(v) for c, v in exact.items()}
+    if sum(exact.values()) > 0:
+        left = width - sum(counts.values())
+        for c in sorted(CLASSES, key=lambda c: -(exact[c] - counts[c]))[:max(left, 0)]:
+            counts[c] += 1
     out = []
     for c in CLASSES:
-        n = round(shares.get(c, 0.0) * width)
+        n = counts[c]
         if n:
             k = min(round((assumed or {}).get(c, 0.0) * width), n)
             out.append(f"[{COLOURS[c]}]{c[0].upper() * (n - k)}{c[0].lower() * k}[/]")
@@ -292,14 +299,35 @@ def short_id(trace_id: Any) -> str:
 
 
 def find_tasks(analysis: Analysis, selector: str) -> list:
-    """The tasks a ``--task`` selector names: those whose trace id starts with it (at least 4
-    characters), else those of that name; slowest first."""
-    sel = str(selector).strip().lower()
+    """The tasks a ``--task`` selector names: those of that name, else those whose trace id
+    starts with it (any number of characters); slowest first."""
     tasks = analysis.task_results
-    got = [t for t in tasks if len(sel) >= 4 and str(t.trace_id).lower().startswith(sel)]
+    got = [t for t in tasks if t.name == selector]
     if not got:
-        got = [t for t in tasks if t.name == selector]
+        sel = str(selector).strip().lower()
+        got = [t for t in tasks if sel and str(t.trace_id).lower().startswith(sel)]
     return sorted(got, key=lambda t: -t.duration_ns)
+
+
+def markdown_task(t: Any) -> str:
+    """One task in full, in Markdown (``analyze --task ID --format markdown``): its timeline
+    and every section of its critical path with its class, confidence and evidence."""
+    lines = [f"## Task {_md(t.name)}", "",
+             f"Trace `{_md(t.trace_id)}`, {_md(t.lane or 'no lane')}, "
+             f"{t.duration_ns / 1e9:.3f} s, bottleneck **{t.bottleneck}**, confidence "
+             f"{t.confidence:.2f}.", "", "```"]
+    for when, what, cls, fill in timeline_lines(t, max_rows=len(t.segments) + 1):
+        what = what.replace("`", "'")
+        lines.append(f"{when:>18} {what[:36]:<36} {cls:<9}{'|' + fill + '|' if cls else ''}"
+                     .rstrip())
+    lines += ["```", "", "| start | end | span | stage | class | confidence | evidence |",
+              "|---:|---:|---|---|---|---:|---|"]
+    for x in t.segments:
+        lines.append(f"| {(x.start_ns - t.start_ns) / 1e9:.3f} s | "
+                     f"{(x.end_ns - t.start_ns) / 1e9:.3f} s | {_md(x.name)} | "
+                     f"{_md(x.stage or '-')} | {x.cls} | {x.confidence:.2f} | "
+                     f"{_md(x.evidence)} |")
+    return "\n".join(lines) + "\n"
 
 
 def render_task(t: Any, console: Console) -> None:

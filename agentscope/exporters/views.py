@@ -65,7 +65,8 @@ def path_rows(task: Any, max_rows: int = 12, min_share: float = 0.01,
     if left:
         kept = set(keep)
         left_ns = sum(r[5] - r[4] for i, r in enumerate(rows) if i not in kept)
-        out.append((f"({left} shorter sections, {left_ns / 1e9:.3f} s in all)", "", "", None,
+        out.append((f"({left} shorter section{'s' if left > 1 else ''}, "
+                    f"{duration_words(left_ns)} in all)", "", "", None,
                     None) + ((False,) if assumed else ()))
     return out
 
@@ -149,3 +150,12 @@ def lost_words(summary: Any) -> "str | None":
     if summary.retry_share:
         parts.append(f"{summary.retry_share:.1%} to failed attempts that were retried")
     return ("critical-path time lost: " + ", ".join(parts)) if parts else None
+
+
+def duration_words(ns: float) -> str:
+    """A short duration as people write it: 1.46 s, 0.197 s, 4.2 ms, 208 µs."""
+    if ns >= 100_000_000:
+        return f"{ns / 1e9:.3g} s"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e3:.3g} µs"

@@ -190,7 +190,7 @@
     });
     tab.appendChild(body); help.appendChild(tab);
     help.appendChild(el("p", { "class": "muted" }, "Each change alone, replayed on the recorded tasks " +
-      "(agentscope whatif predicts any other: --speedup stage:tool=2, --slots, --cores)."));
+      "(agentscope whatif predicts any other: --speedup stage:tool=2, --cpus, --slots)."));
     return help;
   }
   function breakdown(box, title, rows, assumed) {
