@@ -186,6 +186,7 @@ def _no_tasks(trace_dir: str, analysis) -> None:
     if not analysis.task_results:
         _fail(f"no tasks in {trace_dir}")
 
+
 def _say(message: str) -> None:
     """A line on stderr for the person at the terminal (not with -q)."""
     if _level() != QUIET:
@@ -305,13 +306,11 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
             pushed = False
     if task is not None:
         _show_task(analysis, task, fmt)
-    elif not analysis.task_results:  # an empty table says nothing: why is on stderr above
-        if fmt == "json":  # a pipeline still gets a document
-            click.echo(analysis.to_json(indent=2 if sys.stdout.isatty() else None))
-        _no_tasks(trace_dir, analysis)
-    elif fmt == "json":
+    elif fmt == "json":  # a pipeline gets its document, tasks or none
         # indented for a person at a terminal; compact (several times faster) into pipes
         click.echo(analysis.to_json(indent=2 if sys.stdout.isatty() else None))
+    elif not analysis.task_results:
+        pass  # an empty table says nothing: why is on stderr above, and the exit code
     elif fmt == "markdown":
         from .exporters.table import markdown
 
@@ -325,6 +324,7 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
         if not console.is_terminal:
             console = Console(width=120)  # pipes and files: do not squeeze to 80 columns
         render(analysis, console, limit)
+    _no_tasks(trace_dir, analysis)
     sys.exit(1 if analysis.problems or not pushed else 0)
 
 

@@ -240,16 +240,20 @@ class Analysis:
         (``(gap)`` between roots, ``(none)`` without a stage) or by the task's ``"lane"``:
         {label: {class: seconds}}. With ``assumed``, only the seconds whose class rests on a
         stage label or an assumption (not on measurement)."""
+        return breakdown(self.sections, self.section_labels(by), assumed)
+
+    def section_labels(self, by: str) -> list:
+        """Each critical-path section's label as :meth:`breakdown` groups them: the
+        ``"stage"`` of the span holding the path (``(gap)`` between roots, ``(none)`` without
+        a stage) or its task's ``"lane"`` (``(none)`` without one)."""
         sec = self.sections
         if by == "stage":
-            keys = ["(gap)" if span is None else stage or "(none)"
+            return ["(gap)" if span is None else stage or "(none)"
                     for span, stage in zip(sec.span_id.tolist(), sec.stage.tolist())]
-        elif by == "lane":
+        if by == "lane":
             lanes = np.asarray([t.lane or "(none)" for t in self.task_results], dtype=object)
-            keys = lanes[np.asarray(sec.task, dtype=np.int64)] if len(lanes) else []
-        else:
-            raise ValueError(f"breakdown by 'stage' or 'lane', not {by!r}")
-        return breakdown(sec, keys, assumed)
+            return lanes[np.asarray(sec.task, dtype=np.int64)].tolist() if len(lanes) else []
+        raise ValueError(f"breakdown by 'stage' or 'lane', not {by!r}")
 
     # ---- what a change would buy ------------------------------------------------------------
     def whatif(self, speedup: "Sequence[str] | str" = (), cpus: Optional[int] = None,

@@ -298,12 +298,11 @@ class SdkHandle:
                 other = other_threads_cpu(self.proc0, time.process_time_ns(), cpu)
                 if other is not None:
                     attrs[OTHER_THREADS_CPU] = other
-        if ru0 is not None and same_thread:
-            ru1 = thread_rusage()
+        ru1 = thread_rusage() if ru0 is not None and same_thread else None
         # the span ends when its counters were read: what follows (its attributes, the SDK's
         # end) is after it, as lean spans have it
         end_ns = time.time_ns()
-        if ru0 is not None and same_thread:
+        if ru1 is not None:
             a = ACCOUNTING
             attrs[a["vcsw"]] = ru1.ru_nvcsw - ru0.ru_nvcsw
             attrs[a["ivcsw"]] = ru1.ru_nivcsw - ru0.ru_nivcsw

@@ -162,7 +162,8 @@ def analysis_metrics(analysis: Any) -> list:
                        "what their class rests on (measured evidence, a stage label, or "
                        "nothing: untraced), by service and lane",
                        labels=["basis", "service", "lane"])
-    by_stage, by_basis = _section_seconds(analysis.sections, where)
+    by_stage, by_basis = _section_seconds(analysis.sections, analysis.section_labels("stage"),
+                                          where)
     for (st, service, lane), row in sorted(by_stage.items()):
         for c in CLASSES:
             stage.add_metric([c, st, service, lane], row.get(c, 0.0))
@@ -213,21 +214,19 @@ def _commonest(values: list, limit: int) -> dict:
     return {n: n for n in kept}
 
 
-def _section_seconds(sections: Any, where: list) -> tuple:
+def _section_seconds(sections: Any, stage_labels: list, where: list) -> tuple:
     """Critical-path seconds of the sections, summed by (stage, service, lane) per class
     ({key: {class: seconds}}, as :func:`~agentscope.analyzers.verdict.breakdown`), and by
-    (basis, service, lane) ({key: seconds}); ``where``: each task's (service, lane)."""
+    (basis, service, lane) ({key: seconds}); ``stage_labels``: each section's stage as
+    ``Analysis.section_labels("stage")`` names it; ``where``: each task's (service, lane)."""
     if not len(sections) or not where:
         return {}, {}
     groups = sorted(set(where))
     group_of = {g: k for k, g in enumerate(groups)}
     group = np.asarray([group_of[w] for w in where], dtype=np.int64)[
         np.asarray(sections.task, dtype=np.int64)]
-    # the stage as Analysis.breakdown("stage") names it, as a code
-    codes: dict = {}
-    stage = np.fromiter((codes.setdefault("(gap)" if span is None else st or NONE, len(codes))
-                         for span, st in zip(sections.span_id.tolist(),
-                                             sections.stage.tolist())),
+    codes: dict = {}  # each stage label as a code
+    stage = np.fromiter((codes.setdefault(label, len(codes)) for label in stage_labels),
                         dtype=np.int64, count=len(sections))
     stages = list(codes)
     by_stage = {}

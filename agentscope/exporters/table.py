@@ -255,12 +255,9 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
         lines += ["", f"**{_md(label)}**: {_md(t.name)} ({_md(t.lane or 'no lane')}, "
                       f"{t.duration_ns / 1e9:.3f} s, {t.bottleneck}{star if guessed else ''}, "
                       f"confidence {t.confidence:.2f})", "", "```"]
-        for when, what, cls, fill in timeline_lines(t):
-            what = what.replace("`", "'")  # cannot close the code block
-            row = f"{when:>18} {what[:36]:<36} {cls:<9}{'|' + fill + '|' if cls else ''}"
-            lines.append(row.rstrip())
-            lower = lower or cls.endswith(ASSUMED_MARK)
-        lines.append("```")
+        rows = timeline_lines(t)
+        lines += _md_timeline(rows) + ["```"]
+        lower = lower or any(cls.endswith(ASSUMED_MARK) for _, _, cls, _ in rows)
         if t.evidence:
             lines.append(f"Evidence: {_md(t.evidence[0])}")
     if marks or lower:
@@ -275,6 +272,13 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
     if problems:
         lines += ["", f"{len(problems)} input problems, e.g. {_md(problems[0])}"]
     return "\n".join(lines) + "\n"
+
+
+def _md_timeline(rows: list) -> list:
+    """Timeline rows (``timeline_lines``) as the lines of a Markdown code block."""
+    return [f"{when:>18} {what.replace('`', chr(39))[:36]:<36} "  # a ` would close the block
+            f"{cls:<9}{'|' + fill + '|' if cls else ''}".rstrip()
+            for when, what, cls, fill in rows]
 
 
 def _md(text: Any) -> str:
@@ -316,10 +320,7 @@ def markdown_task(t: Any) -> str:
              f"Trace `{_md(t.trace_id)}`, {_md(t.lane or 'no lane')}, "
              f"{t.duration_ns / 1e9:.3f} s, bottleneck **{t.bottleneck}**, confidence "
              f"{t.confidence:.2f}.", "", "```"]
-    for when, what, cls, fill in timeline_lines(t, max_rows=len(t.segments) + 1):
-        what = what.replace("`", "'")
-        lines.append(f"{when:>18} {what[:36]:<36} {cls:<9}{'|' + fill + '|' if cls else ''}"
-                     .rstrip())
+    lines += _md_timeline(timeline_lines(t, max_rows=len(t.segments) + 1))
     lines += ["```", "", "| start | end | span | stage | class | confidence | evidence |",
               "|---:|---:|---|---|---|---:|---|"]
     for x in t.segments:
