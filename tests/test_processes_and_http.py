@@ -237,4 +237,8 @@ def test_short_stages_in_sdk_mode_read_their_own_cpu(tmp_path):
     a = agentscope.analyze(tmp_path, db=":memory:")
     cp = a.critical_path
     judged = cp[cp.span_id.isin({s.span_id for s in quiet})]
-    assert len(judged) and set(judged["class"]) == {"cpu"}
+    # all of them here when idle; under three CPU burners one in 30 runs had one of 39 read
+    # as io (its wall time ran on without a context switch of its own: the VM's vCPU was
+    # descheduled); before the fix none was cpu
+    assert len(judged) >= 10 and (judged["class"] == "cpu").mean() >= 0.8, \
+        judged[["class", "evidence"]].to_string()
