@@ -32,8 +32,9 @@
     var a = Math.abs(v);
     return String(+(a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2)));
   }
+  function unitOf(s) { return s >= 1 ? [1, " s"] : s >= 1e-3 ? [1e-3, " ms"] : [1e-6, " µs"]; }
   function short(s) {  // a tick's time: three significant digits, no trailing zeros
-    var u = s >= 1 ? [1, " s"] : s >= 1e-3 ? [1e-3, " ms"] : [1e-6, " µs"];
+    var u = unitOf(s);
     return s === 0 ? "0" : String(+(s / u[0]).toPrecision(3)) + u[1];
   }
   function bytes(v) {
@@ -58,7 +59,7 @@
   }
   // a time axis over [0, total] in one unit, chosen by the span: [[seconds, text]], the first "0"
   function timeTicks(total, n) {
-    var step = niceStep(total, n), u = total >= 1 ? [1, " s"] : total >= 1e-3 ? [1e-3, " ms"] : [1e-6, " µs"];
+    var step = niceStep(total, n), u = unitOf(total);
     var digits = Math.min(Math.max(0, -Math.floor(Math.log10(step / u[0]) + 1e-9)), 6), out = [];
     for (var k = 0; k * step <= total * (1 + 1e-9); k++) out.push([k * step, k ? (k * step / u[0]).toFixed(digits) + u[1] : "0"]);
     return out;
