@@ -21,6 +21,7 @@ from ..analyzers.results import Fleet, Sections, Summary
 from ..analyzers.verdict import breakdown, guess_warning
 from ..store.duckdb_store import Store
 from ..store.loading import LoadReport
+from ..store.user_sql import UserSQL, check_statement
 from ..store.schema import DEFAULT_DB, MEMORY
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,11 +49,55 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     reuse rather than given back to the OS and faulted in again (glibc), and DuckDB keeps up
     to 1 GB of its freed blocks.
 
-    Raises FileNotFoundError if ``source`` does not exist, StoreError if the store is locked
-    by another process. Bad input never raises: each problem is in :attr:`Analysis.problems`
+    Raises FileNotFoundError if ``source`` does not exist, StoreError if the store cannot be
+    opened (StoreLockedError: another process still held it after a wait of a few seconds,
+    store/connect.py). Bad input never raises: each problem is in :attr:`Analysis.problems`
     with its file and line, files in no known format are named in :attr:`Analysis.warnings`,
     and the rest is analysed.
     """
+    store, load, notes = _load(source, db, progress, batch)
+    try:
+        analysis = _analyse(store, load, str(source), notes)
+    except BaseException:
+        store.close()
+        raise
+    if store.path is not None:  # reopened read-only when asked for more
+        store.close()
+    return analysis
+
+
+def open_store(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None,
+               *, progress: Optional[Progress] = None, batch: bool = False) -> "StoredAnalysis":
+    """The store of ``source`` made current, for SQL (what ``agentscope query`` reads): load
+    what is new, and analyse again only when the store holds no current analysis, one saved
+    from what it holds now (the same loaded files, read as far; made by this version of
+    agentscope). A second query of an unchanged directory reads the saved ``tasks`` and
+    ``critical_path`` views instead of analysing every task again. Arguments, defaults and
+    errors as :func:`analyze`; returns a :class:`StoredAnalysis` (``.query(sql)``)."""
+    store, load, notes = _load(source, db, progress, batch)
+    try:
+        saved = store.saved_analysis()
+        if saved is None:
+            analysis = _analyse(store, load, str(source), notes)
+            tasks, warnings = len(analysis.task_results), analysis.warnings
+            del analysis  # its results are in the store; this needs none of them
+        else:
+            tasks = saved["tasks"]
+            warnings = tuple(notes) + tuple(saved["warnings"]) + tuple(
+                _load_warnings(store, load, str(source), tasks))
+    except BaseException:
+        store.close()
+        raise
+    ref = _StoreRef(store)
+    if store.path is not None:
+        store.close()
+    return StoredAnalysis(str(source), tasks, load, warnings, saved is None, ref)
+
+
+def _load(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None",
+          progress: Optional[Progress], batch: bool) -> tuple:
+    """(the store of ``source``, open; what loading what is new did; warnings about the
+    store): the first half of :func:`analyze` and :func:`open_store`."""
     root = Path(source)
     if root.is_file():
         db = MEMORY if db is None else db
@@ -73,13 +118,10 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
                 progress(done[0], total)
 
         load = store.load(root, progress=update, found=found)
-        analysis = _analyse(store, load, str(source), notes)
     except BaseException:
         store.close()
         raise
-    if store.path is not None:  # reopened read-only when asked for more
-        store.close()
-    return analysis
+    return store, load, notes
 
 
 SKIPPED_NAMED = 5  # skipped files named in the warning (the rest are counted)
@@ -120,17 +162,26 @@ def _analyse(store: Store, load: LoadReport, source: str,
     with gc_paused():
         fleet = engine.analyze(store.analysis_input(with_counters=counted), series,
                                store.loop_lags() if series is not None else None, trees)
-        store.save_analysis(_task_columns(fleet), _section_columns(fleet))
+        own = list(fleet.warnings)
+        guessed = guess_warning(fleet.summary)
+        if guessed:
+            own.append(guessed)
+        store.save_analysis(_task_columns(fleet), _section_columns(fleet), own)
     gpu = gpu_summary(store.gpu_idle()) if series is not None else None
     problems = tuple(store.problems())
     summary = dataclasses.replace(
         fleet.summary, gpu=gpu, input_problems=len(problems),
         load={"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
-    warnings = list(notes) + list(fleet.warnings)
-    guessed = guess_warning(summary)
-    if guessed:
-        warnings.append(guessed)
+    warnings = list(notes) + own + _load_warnings(store, load, source, len(fleet.tasks))
+    return Analysis(source, fleet.tasks, fleet.sections, summary, problems, load,
+                    tuple(warnings), _StoreRef(store))
+
+
+def _load_warnings(store: Store, load: LoadReport, source: str, tasks: int) -> list:
+    """What a load says besides its problems: files skipped, no trace files, samples but no
+    spans."""
+    warnings = []
     loud = [s for s in load.skipped if not s.quiet and not s.broken]  # broken: a problem
     if loud:
         named = ", ".join(f"{s.rel} ({s.reason})" for s in loud[:SKIPPED_NAMED])
@@ -144,14 +195,13 @@ def _analyse(store: Store, load: LoadReport, source: str,
                         "OTLP JSON/protobuf, Jaeger, Langfuse, any-agent, Phoenix and TraceLab "
                         "traces, gzip/zstd of any: docs/file-formats.md); record some with "
                         "agentscope.init(...)")
-    elif not fleet.tasks:
+    elif not tasks:
         samples = store.sample_count()
         if samples:
             warnings.append(f"{source} has {samples} counter samples but no spans: run the "
                             "agent with agentscope.init() (or under `agentscope run`) to "
                             "record its tasks")
-    return Analysis(source, fleet.tasks, fleet.sections, summary, problems, load,
-                    tuple(warnings), _StoreRef(store))
+    return warnings
 
 
 class _StoreRef:
@@ -174,6 +224,17 @@ class _StoreRef:
             yield store
         finally:
             store.close()
+
+    def read(self, statement: str, frame: bool) -> object:
+        """A user's statement (:meth:`Store.read`): a store in a file is opened for it alone,
+        read-only and locked down (store/user_sql.py); one in memory reads its copy."""
+        if self.path is None:
+            if self.store is None:
+                raise ValueError("this analysis' in-memory store was closed")
+            return self.store.read(statement, frame)
+        check_statement(statement)  # before the file is opened (or waited for)
+        with UserSQL.on_file(self.path) as user:
+            return user.read(statement, frame)
 
     def close(self) -> None:
         if self.store is not None:
@@ -231,9 +292,12 @@ class Analysis:
         return document(self)
 
     def to_json(self, indent: Optional[int] = None) -> str:
-        """:meth:`to_dict` as JSON text: what ``agentscope analyze --format json`` prints."""
+        """:meth:`to_dict` as JSON text: what ``agentscope analyze --format json`` prints.
+        Strict JSON: a figure that is not a finite number is null, never ``NaN``."""
+        from .document import strict_json
+
         with gc_paused():
-            return json.dumps(self.to_dict(), indent=indent)
+            return strict_json(self.to_dict(), indent=indent)
 
     def breakdown(self, by: str, assumed: bool = False) -> dict:
         """Critical-path seconds per class by the ``"stage"`` of the span holding the path
@@ -312,17 +376,18 @@ class Analysis:
     # ---- the store behind it ------------------------------------------------------------------
     def query(self, statement: str) -> "pd.DataFrame":
         """Run one read-only SQL statement over the store (tables ``spans``, ``samples``;
-        views ``tasks``, ``critical_path``); returns a pandas DataFrame. Raises QueryError
-        (bad SQL, a statement that would write, several statements) or StoreError (the store
-        is locked by another process). The views hold the store's latest analysis: this one,
-        unless another was saved into the same store since."""
-        with self._store.open() as store:
-            return store.read(statement, frame=True)
+        views ``tasks``, ``critical_path``); returns a pandas DataFrame. It runs on a
+        connection of its own that reads the store and nothing else: no files, URLs or
+        extensions, settings locked, nothing written (store/user_sql.py; docs/cli.md#query).
+        Raises QueryError (bad SQL, a statement that would write or reach outside the store,
+        several statements) or StoreError (the store is locked by another process). The
+        views hold the store's latest analysis: this one, unless another was saved into the
+        same store since."""
+        return self._store.read(statement, frame=True)
 
     def query_rows(self, statement: str) -> tuple:
         """:meth:`query` as (column names, row tuples)."""
-        with self._store.open() as store:
-            return store.read(statement)
+        return self._store.read(statement, frame=False)
 
     def spans_of(self, trace_ids: list) -> dict:
         """Every span of these traces: trace_id -> [SpanRow]."""
@@ -350,6 +415,54 @@ class Analysis:
         self._store.close()
 
     def __enter__(self) -> "Analysis":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class StoredAnalysis:
+    """A store made current for SQL (see :func:`open_store`): :meth:`query` and
+    :meth:`query_rows` as :class:`Analysis` has them, over its tables and its saved analysis.
+
+    * :attr:`tasks_saved`: tasks in the saved analysis (the ``tasks`` view);
+    * :attr:`analysed`: whether opening it analysed again (something was new, or no current
+      analysis was saved), or read the saved one as it was;
+    * :attr:`load`: what loading what was new did; :attr:`warnings`: the store's, the
+      load's and the saved analysis' own; :attr:`problems`: every input problem on record.
+    """
+
+    source: str
+    tasks_saved: int
+    load: LoadReport
+    warnings: tuple
+    analysed: bool
+    _store: _StoreRef = dataclasses.field(repr=False)
+
+    def __repr__(self) -> str:
+        return (f"<StoredAnalysis of {self.source!r}: {self.tasks_saved} tasks, "
+                f"{'analysed now' if self.analysed else 'saved analysis'}>")
+
+    @property
+    def problems(self) -> tuple:
+        """Input problems of every load, each with its file and line (TraceFormatError)."""
+        with self._store.open() as store:
+            return tuple(store.problems())
+
+    def query(self, statement: str) -> "pd.DataFrame":
+        """See :meth:`Analysis.query`."""
+        return self._store.read(statement, frame=True)
+
+    def query_rows(self, statement: str) -> tuple:
+        """:meth:`query` as (column names, row tuples)."""
+        return self._store.read(statement, frame=False)
+
+    def close(self) -> None:
+        """Close an in-memory store (a store in a file needs no closing)."""
+        self._store.close()
+
+    def __enter__(self) -> "StoredAnalysis":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -409,4 +522,5 @@ def _keep_freed_memory() -> None:
         pass  # not glibc: the defaults are fine, only slower here
 
 
-__all__ = ["Analysis", "MEMORY", "Progress", "analyze", "source_state"]
+__all__ = ["Analysis", "MEMORY", "Progress", "StoredAnalysis", "analyze", "open_store",
+           "source_state"]

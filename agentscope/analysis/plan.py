@@ -11,6 +11,7 @@ from ..analyzers.lanes import head_of_line
 from ..analyzers.plan import PlanInput, parse_price, plan
 from ..analyzers.timing import covered_ns
 from ..analyzers.whatif import Stats
+from .document import finite
 from .whatif import spans_for_prediction
 
 
@@ -78,4 +79,4 @@ def capacity_plan(analysis: Any, prices: Any = None, gpu_target: float = 0.8) ->
                         if (t.lane or "(none)") == lane]).to_dict()
         for lane in sorted({t.lane or "(none)" for t in tasks})}
     doc["head_of_line"] = head_of_line(spans, roles.get("held_by"))
-    return doc
+    return finite(doc)  # a figure over nothing measured is null, never NaN (strict JSON)

@@ -23,6 +23,8 @@ loads what was appended since the last one and analyses again, at most every
 
 from __future__ import annotations
 
+import functools
+import socket
 import threading
 import time
 from typing import Any, Callable, Iterable, Optional
@@ -353,14 +355,26 @@ def push(url: str, job: str, analysis: Any, timeout: float = 30) -> None:
     push_to_gateway(url, job=job, registry=registry_for(analysis), timeout=timeout)
 
 
+# the scrape server: a listen queue for a burst of scrapers (Python's default is 5: SYNs past
+# it are dropped and retried a second or more later), and a deadline on every connection
+SCRAPE_BACKLOG = 256
+SCRAPE_TIMEOUT_S = 10.0
+# an answer rendered this recently is sent again: a burst of scrapes renders it once (the
+# exposition of a large fleet takes ~0.1 s of CPU to write, under one interpreter lock)
+SCRAPE_REUSE_S = 1.0
+
+
 def serve(trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0,
           port: int = 9464, address: str = "127.0.0.1",
           ready: Optional[Callable[[str], None]] = None,
-          stop: Optional[threading.Event] = None) -> None:
+          stop: Optional[threading.Event] = None,
+          timeout_s: float = SCRAPE_TIMEOUT_S) -> None:
     """Serve the metrics of ``trace_dir`` on http://ADDRESS:PORT/metrics until SIGINT or
     SIGTERM (or ``stop`` is set). The first analysis runs before the server starts, so its
-    errors raise here; ``ready(url)`` is called once it listens."""
-    from prometheus_client import CollectorRegistry, start_http_server
+    errors raise here; ``ready(url)`` is called once it listens. A connection that has not
+    sent its request, or not taken its answer, within ``timeout_s`` is closed
+    (:func:`metrics_server`)."""
+    from prometheus_client import CollectorRegistry
 
     from .._signals import handle, restore
 
@@ -368,13 +382,121 @@ def serve(trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0,
     collector = TraceDirCollector(trace_dir, db, refresh_s)
     collector.refresh()
     registry.register(collector)
-    server, _ = start_http_server(port, addr=address, registry=registry)
+    server = metrics_server(registry, port, address, timeout_s)
     stop = stop or threading.Event()
     previous = handle(("SIGINT", "SIGTERM"), lambda *_: stop.set())
     try:
         if ready is not None:
-            ready(f"http://{address}:{server.server_port}/metrics")
+            ready(f"http://{_host(address)}:{server.server_port}/metrics")
         stop.wait()
     finally:
         server.shutdown()
+        server.server_close()
         restore(previous)
+
+
+def metrics_server(registry: Any, port: int = 9464, address: str = "127.0.0.1",
+                   timeout_s: float = SCRAPE_TIMEOUT_S) -> Any:
+    """Serve ``registry`` on http://ADDRESS:PORT/ (any path; ``/metrics`` by convention) from
+    a daemon thread, until ``.shutdown()``; returns the server (``.server_port``: the port,
+    when 0 asked for any free one).
+
+    prometheus_client's own ``start_http_server`` listens with Python's default queue of 5
+    connections and no deadline: a burst of scrapers has its SYNs dropped (each retried a
+    second or more later, past a scraper's timeout), and every half-open connection holds a
+    thread for ever. Here the listen queue holds :data:`SCRAPE_BACKLOG`; a connection that has
+    not sent its request line and headers, or not read its answer, within ``timeout_s`` is
+    closed and its thread ends; each request has a thread of its own (daemon: none outlives
+    the process), and the answer is one connection's (HTTP/1.0: no idle keep-alive to hold).
+    The answer is prometheus_client's own (``MetricsHandler``'s): the text or OpenMetrics
+    format as the scraper's ``Accept`` asks, gzip'ed when its ``Accept-Encoding`` allows,
+    ``?name[]=`` filters; one rendered less than :data:`SCRAPE_REUSE_S` ago for the same
+    request is sent again, and concurrent scrapes wait for one rendering rather than each
+    making its own."""
+    family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM,
+                                flags=socket.AI_PASSIVE)[0][0]
+    server_class, ipv6_class, handler = _scrape_classes()
+    server = (ipv6_class if family == socket.AF_INET6 else server_class)((address, port),
+                                                                       handler)
+    server.registry = registry
+    server.timeout_s = timeout_s
+    threading.Thread(target=server.serve_forever, name="agentscope-serve",
+                     daemon=True).start()
+    return server
+
+
+def _host(address: str) -> str:
+    """``address`` as the host part of a URL (an IPv6 address in brackets)."""
+    return f"[{address}]" if ":" in address else address
+
+
+@functools.lru_cache(maxsize=None)
+def _scrape_classes() -> tuple:
+    """The server and handler classes, made on first use (prometheus_client and http.server
+    are imported only by a process that serves)."""
+    import socketserver
+    from http.server import ThreadingHTTPServer
+
+    from urllib.parse import parse_qs, urlparse
+
+    from prometheus_client.exposition import MetricsHandler, _bake_output
+
+    from .._log import log
+
+    class ScrapeServer(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = SCRAPE_BACKLOG
+        registry: Any = None
+        timeout_s: float = SCRAPE_TIMEOUT_S
+        reuse_s: float = SCRAPE_REUSE_S
+
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self._rendering = threading.Lock()
+            self._answers: dict = {}  # (Accept, Accept-Encoding, query) -> (when, answer)
+
+        def answer(self, accept: Any, encoding: Any, query: str) -> tuple:
+            """(status, headers, body) for a scrape, as prometheus_client makes it; one made
+            less than ``reuse_s`` ago for the same request is reused."""
+            key = (accept, encoding, query)
+            with self._rendering:
+                hit = self._answers.get(key)
+                if hit is not None and time.monotonic() - hit[0] < self.reuse_s:
+                    return hit[1]
+                got = _bake_output(self.registry, accept, encoding, parse_qs(query), False)
+                if len(self._answers) >= 16:  # scrapers send few distinct headers
+                    self._answers.clear()
+                self._answers[key] = (time.monotonic(), got)
+                return got
+
+        def server_bind(self) -> None:
+            socketserver.TCPServer.server_bind(self)  # not HTTPServer's: no reverse DNS
+            self.server_name, self.server_port = self.server_address[:2]
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            # a scraper that went away mid-answer, a connection timed out while written to:
+            # the connection is closed; no traceback on the operator's terminal
+            log.debug("agentscope serve: a scrape from %s failed", client_address,
+                      exc_info=True)
+
+    class IPv6ScrapeServer(ScrapeServer):
+        address_family = socket.AF_INET6
+
+    class ScrapeHandler(MetricsHandler):
+        server: ScrapeServer
+
+        def setup(self) -> None:
+            self.timeout = self.server.timeout_s  # StreamRequestHandler: socket's timeout
+            super().setup()
+
+        def do_GET(self) -> None:  # MetricsHandler's, with the server's reuse
+            status, headers, body = self.server.answer(
+                self.headers.get("Accept"), self.headers.get("Accept-Encoding"),
+                urlparse(self.path).query)
+            self.send_response(int(status.split(" ")[0]))
+            for header in headers:
+                self.send_header(*header)
+            self.end_headers()
+            self.wfile.write(body)
+
+    return ScrapeServer, IPv6ScrapeServer, ScrapeHandler

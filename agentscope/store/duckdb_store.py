@@ -4,12 +4,13 @@ Tables ``spans``, ``samples`` (store/sql/schema.sql); loading is in :mod:`.loadi
 owns its SQL (``store/sql/``): the analysis reads its input through :meth:`Store.analysis_input`
 and :meth:`Store.counter_series`, saves its results with :meth:`Store.save_analysis` (the views
 ``tasks`` and ``critical_path``), and the reports read spans and counters through the methods
-below. Nobody else runs SQL on the connection, except a user's own read-only query
-(:meth:`Store.query`).
+below. Nobody else runs SQL on the connection; a user's own query runs on a locked-down
+connection of its own (:meth:`Store.read`, store/user_sql.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -17,10 +18,13 @@ from typing import Any, Callable, Iterable, Optional
 import duckdb
 
 from .. import metric_names as mn
-from ..errors import QueryError, StoreError, TraceFormatError
+from .._version import __version__
+from ..errors import TraceFormatError
+from .connect import connect
 from .loading import LoadReport, Loader, sources
 from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSeries, GpuIdle,
                      LatestSample, LoopLags, ProcessTrees, SeriesKey, SpanRow, WindowSample, sql)
+from .user_sql import UserSQL, check_statement
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
 _COUNTER_COLUMNS = ("host_code",)
@@ -31,29 +35,42 @@ class Store:
 
     ``path`` None or ``":memory:"``: in memory. ``keep_freed_blocks``: DuckDB keeps up to 1 GB
     of the blocks it frees for reuse instead of returning them to the OS (for a short batch
-    process: the pages are not faulted in again and again)."""
+    process: the pages are not faulted in again and again). ``lock_wait_s``: how long to wait
+    for a file another process holds (default store/connect.py's LOCK_WAIT_S) before
+    StoreLockedError."""
 
     def __init__(self, path: "str | os.PathLike[str] | None" = None, read_only: bool = False,
-                 keep_freed_blocks: bool = False) -> None:
+                 keep_freed_blocks: bool = False, lock_wait_s: Optional[float] = None) -> None:
         if path is not None and str(path) == MEMORY:
             path = None
         self.path = None if path is None else Path(path).resolve()
+        self.read_only = read_only
+        self._keep_freed_blocks = keep_freed_blocks
+        self._lock_wait_s = lock_wait_s
+        self._user_sql: Optional[UserSQL] = None  # a store in memory: the copy users query
         if self.path is not None and not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.con = duckdb.connect(MEMORY if path is None else str(self.path),
-                                      read_only=read_only)
-        except duckdb.Error as e:  # locked by another process, not a database, missing
-            raise StoreError(f"cannot open the store {self.path}: {e}") from None
-        self.con.execute("SET enable_progress_bar = false")  # we draw our own, on stderr
-        if keep_freed_blocks:
-            self.con.execute("SET block_allocator_memory = '1GB'")
+        self.con = self._connect()
         if not read_only:
+            self._x(sql("schema.sql"))
+
+    def _connect(self) -> "duckdb.DuckDBPyConnection":
+        """This store's connection. A file another process holds is waited for, up to
+        ``lock_wait_s`` (store/connect.py), then StoreLockedError; a file that cannot be
+        opened otherwise (not a database, missing when read-only): StoreError."""
+        if self.path is None:
+            con = duckdb.connect(MEMORY)
+        else:
+            con = connect(self.path, self.read_only, wait_s=self._lock_wait_s)
+        con.execute("SET enable_progress_bar = false")  # we draw our own, on stderr
+        if self._keep_freed_blocks:
+            con.execute("SET block_allocator_memory = '1GB'")
+        if not self.read_only:
             # bulk inserts in parallel, without a rewrite at checkpoint (measured: 1M spans
             # inserted in 0.7 s instead of 1.0 s + 0.5 s checkpoint); every query of ours that
             # needs an order says ORDER BY
-            self.con.execute("SET preserve_insertion_order = false")
-            self._x(sql("schema.sql"))
+            con.execute("SET preserve_insertion_order = false")
+        return con
 
     @classmethod
     def for_trace_dir(cls, trace_dir: "str | os.PathLike[str]",
@@ -65,7 +82,14 @@ class Store:
                    keep_freed_blocks=keep_freed_blocks)
 
     def close(self) -> None:
+        self._changed()
         self.con.close()
+
+    def _changed(self) -> None:
+        """Drop the copy a user's SQL reads (a store in memory): the tables changed."""
+        if self._user_sql is not None:
+            self._user_sql.close()
+            self._user_sql = None
 
     def _x(self, statement: str, params: "list | dict | None" = None) -> list:
         """Execute and fetch everything (DuckDB refuses some calls while a result is open)."""
@@ -88,6 +112,7 @@ class Store:
              found: Optional[tuple] = None) -> LoadReport:
         """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read;
         ``found`` is what :meth:`sources` returned for it, if the caller already looked."""
+        self._changed()
         return Loader(self).load(trace_dir, progress, found)
 
     def problems(self) -> list:
@@ -208,9 +233,15 @@ class Store:
                 np.asarray(cols.pop("host_code"), dtype=np.int64)]
         return AnalysisInput(**cols)
 
-    def save_analysis(self, task_columns: dict, section_columns: dict) -> None:
+    def save_analysis(self, task_columns: dict, section_columns: dict,
+                      warnings: Iterable[str] = ()) -> None:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
-        Each argument maps the table's column names to equally long lists or arrays."""
+        Each argument maps the table's column names to equally long lists or arrays.
+        ``warnings``: the analysis' own, kept for :meth:`saved_analysis`. The analysis is saved
+        with the :meth:`loaded_state` it was made from."""
+        self._changed()
+        # first: a save cut short (a crash, a kill) leaves no analysis that claims to be current
+        self._x("DROP TABLE IF EXISTS analysis_state")
         self._x(sql("analysis_tables.sql"))
         for table, cols in (("task_results", task_columns), ("cp_sections", section_columns)):
             if not cols or not len(next(iter(cols.values()))):
@@ -222,6 +253,28 @@ class Store:
                 self._x(f"INSERT INTO {table} SELECT * FROM incoming")
             finally:
                 self.con.unregister("incoming")
+        self._x(_SAVED_STATE)
+        self._x("INSERT INTO analysis_state VALUES (?, ?, ?, current_timestamp)",
+                [self.loaded_state(), json.dumps(list(warnings)), __version__])
+
+    def loaded_state(self) -> str:
+        """A fingerprint of what the store holds: every loaded file's row (how far it was read,
+        what it gave, when it was last loaded), and the spans and samples in all. An analysis
+        made when it was the same is still current."""
+        return self._x(_LOADED_STATE)[0][0]
+
+    def saved_analysis(self) -> Optional[dict]:
+        """The store's saved analysis when it is current (made by this version of agentscope
+        from what the store holds now: :meth:`loaded_state`): {"tasks": count, "warnings":
+        [...], "saved_at": datetime}; None when there is none, or it is older than a load."""
+        if not self._x("SELECT 1 FROM duckdb_tables() WHERE database_name = current_database()"
+                       " AND schema_name = 'main' AND table_name = 'analysis_state'"):
+            return None
+        row = self._x("SELECT loaded_state, warnings, version, saved_at FROM analysis_state")
+        if not row or row[0][0] != self.loaded_state() or row[0][2] != __version__:
+            return None
+        tasks = self._x("SELECT count(*) FROM task_results")[0][0]
+        return {"tasks": tasks, "warnings": json.loads(row[0][1]), "saved_at": row[0][3]}
 
     def span_roles(self) -> dict:
         """Per span, in :meth:`analysis_input`'s order: ``service`` (object array), and the
@@ -335,34 +388,47 @@ class Store:
 
     # ---- a user's own SQL ------------------------------------------------------------------
     def read(self, statement: str, frame: bool = False) -> Any:
-        """Run one read-only statement of a user's (SELECT, including DESCRIBE and SHOW;
-        EXPLAIN; PRAGMA): a pandas DataFrame with ``frame``, else (column names, rows).
-        Anything else, several statements, or SQL DuckDB cannot run raises QueryError. (A
-        store in a file is, besides, opened read-only for it: :class:`Store` ``read_only``.)"""
+        """Run one reading statement of a user's (SELECT, including DESCRIBE, SHOW and
+        SUMMARIZE; EXPLAIN; PRAGMA) on a locked-down connection of its own
+        (store/user_sql.py: no files, network or extensions, settings locked, nothing
+        written): a pandas DataFrame with ``frame``, else (column names, rows). Anything else,
+        several statements, or SQL DuckDB refuses raises QueryError.
+
+        A store in memory is copied for it (once, until the store changes); for a store in a
+        file, this store's own connection steps aside while the file is opened read-only for
+        the statement (DuckDB opens a file once per process with one set of settings)."""
+        check_statement(statement)
+        if self.path is None:
+            if self._user_sql is None:
+                self._user_sql = UserSQL.copy_of(self.con)
+            return self._user_sql.read(statement, frame)
+        self.con.close()
         try:
-            statements = duckdb.extract_statements(statement)
-        except duckdb.Error as e:
-            raise QueryError(str(e)) from None
-        if len(statements) != 1:
-            raise QueryError(f"one statement at a time, not {len(statements)}")
-        kind = statements[0].type
-        if kind not in _READING:
-            raise QueryError(f"read-only: {kind.name} statements are not run here")
-        try:
-            cursor = self.con.execute(statement)
-            if frame:
-                return cursor.fetchdf()
-            return [d[0] for d in cursor.description or []], cursor.fetchall()
-        except duckdb.Error as e:
-            raise QueryError(str(e)) from None
+            with UserSQL.on_file(self.path, self._lock_wait_s) as user:
+                return user.read(statement, frame)
+        finally:
+            self.con = self._connect()
 
     def query(self, statement: str, params: Optional[list] = None) -> Any:
         """Run any ``statement`` (the store's own code and tests); returns DuckDB's cursor."""
+        self._changed()
         return self.con.execute(statement, params or [])
 
 
-_READING = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN,
-            duckdb.StatementType.PRAGMA}
+# the saved analysis' provenance: what the store held when it was made (Store.loaded_state)
+_SAVED_STATE = """
+    CREATE OR REPLACE TABLE analysis_state (
+        loaded_state VARCHAR,  -- Store.loaded_state() when the analysis was saved
+        warnings     VARCHAR,  -- JSON list: the analysis' own warnings
+        version      VARCHAR,  -- agentscope's, which made it
+        saved_at     TIMESTAMP
+    )"""
+# every column of every loaded file's row (how far it was read, what it gave, when: whatever
+# store/loading.py keeps there), and the rows in all
+_LOADED_STATE = """
+    SELECT md5(coalesce(string_agg(CAST(f AS VARCHAR), chr(10) ORDER BY f.file_id), ''))
+           || ':' || (SELECT count(*) FROM spans) || ':' || (SELECT count(*) FROM samples)
+    FROM loaded_files AS f"""
 
 
 def _column(values: object) -> object:
