@@ -124,6 +124,25 @@ def test_contention_turns_a_runnable_threads_waiting_into_cpu_but_not_a_sleepers
     assert notes[1] is None
 
 
+def test_a_thread_that_mostly_slept_waited_no_longer_for_a_cpu_than_it_computed_allows():
+    """Counts do not measure time (the whatif-branches flake): a tool waiting 0.6 s on a
+    socket that computed 6 ms and was preempted 3x while it parsed the answer, blocked once,
+    on a saturated host, waited at most a few of its fair shares and slices for a CPU: io
+    stays io. A thread that computed half its span under the same counts is not capped."""
+    shares = _shares({"cpu": 0.01, "io": 0.99}, {"cpu": 0.5, "io": 0.5})
+    ev = _ev(2, **{PSI_CPU: 0.5, "system.cpu.run_queue": 4.0, "system.cpu.logical.count": 2})
+    out, _, notes = adjust(shares, np.full(2, 0.8), ev, np.zeros(2, bool),
+                           ivcsw=np.array([3, 3]), vcsw=np.array([1, 1]),
+                           child_cpu=np.zeros(2), thread_busy=np.array([0.01, 0.5]),
+                           length_ns=np.full(2, 0.6 * S))
+    io, cpu = CLASSES.index("io"), CLASSES.index("cpu")
+    # at most 3 x 6 ms (fair share at p = 0.5) + 3 x 20 ms (slices): 78 ms of the 600
+    assert out[0, cpu] <= 0.01 + 0.078 / 0.6 + 1e-9
+    assert out[0, io] > 0.8
+    assert out[1, cpu] == pytest.approx(1.0)  # 0.5 s computed: its 0.3 s wait is plausible
+    assert "was runnable work waiting for a CPU" in notes[1]
+
+
 def test_contention_over_child_processes_that_computed_and_were_preempted_is_cpu():
     """A tool waiting on its compiler (child CPU half the span) on a saturated host: the
     children were preempted far more than they blocked, so they were runnable: cpu. A tool

@@ -69,6 +69,8 @@ GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL 
 
 TIMED_SHARE = 0.5  # of the children's CPU their own, from which their measured waits cover them
 CONTENTION = 0.2  # share of time runnable work waited for a CPU, from which it counts
+FAIR_MARGIN = 3.0  # a runnable thread's wait: up to 3x its fair share's (_fair_wait)
+PREEMPTION_WAIT_NS = 20_000_000  # and a scheduler slice per preemption (EEVDF: 3 ms; CFS ≤ 24)
 MEMORY_PRESSURE = 0.05
 GPU_BUSY, GPU_IDLE = 0.5, 0.1
 KV_FULL = 0.9
@@ -204,6 +206,34 @@ def children_timed(run_delay: Any, own_cpu: Any, child_cpu: Any) -> np.ndarray:
     return (run_delay >= 0) & (child_cpu > 0) & (own_cpu >= TIMED_SHARE * child_cpu)
 
 
+def _fair_wait(contention: Any, ivcsw: Any, vcsw: Any, thread_busy: Any, length_ns: Any,
+               runnable_by_thread: Any) -> np.ndarray:
+    """The most of a section (a share) its thread can have waited runnable for a CPU, where
+    only its own counts said it was runnable (preempted more often than it blocked): counts do
+    not measure time, and a thread that waited once on a socket for 0.6 s and was preempted
+    three times while it parsed the answer is not a thread that waited 0.6 s for a CPU.
+
+    A fair scheduler gives each of ``r`` runnable threads on ``c`` cores ``c/r`` of a core, so
+    a thread that ran ``X`` waited about ``X (r - c) / c``, i.e. ``X p / (1 - p)`` with ``p``
+    the host's contention share; each preemption besides costs at most about a scheduler
+    slice per runnable thread ahead of it. The bound is FAIR_MARGIN times the first plus
+    PREEMPTION_WAIT_NS times the second: generous (a CPU-bound thread on a saturated host is
+    never capped: it ran for most of what it waited), tight only for a thread that mostly
+    slept. Elsewhere (children, tree counters, no counts): no bound (inf)."""
+    n = len(ivcsw)
+    cap = np.full(n, np.inf)
+    if thread_busy is None or length_ns is None or not n:
+        return cap
+    p = np.clip(np.nan_to_num(np.asarray(contention, dtype=np.float64)), 0.0, 0.95)
+    ratio = p / (1.0 - p)
+    counted = np.asarray(runnable_by_thread, dtype=bool) & \
+        ((np.asarray(ivcsw) + np.asarray(vcsw)) > 0)  # the counts (and the thread CPU) known
+    bound = FAIR_MARGIN * np.asarray(thread_busy, dtype=np.float64) * ratio + \
+        np.asarray(ivcsw, dtype=np.float64) * PREEMPTION_WAIT_NS * np.maximum(ratio, 1.0) / \
+        np.maximum(np.asarray(length_ns, dtype=np.float64), 1.0)
+    return np.where(counted, bound, cap)
+
+
 def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.ndarray,
            ivcsw: np.ndarray, vcsw: np.ndarray, child_cpu: np.ndarray,
            server_local: "np.ndarray | None" = None, children: "tuple | None" = None,
@@ -247,11 +277,13 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     # own rule already (evidence.classify): the counters do not guess it again
     untimed = np.ones(n, dtype=bool) if children_timed is None else \
         ~np.asarray(children_timed, dtype=bool)
-    runnable = (ivcsw > vcsw) | ((child_cpu > 0) & untimed &
-                                 (np.nan_to_num(tree) >= CONTENTION))
+    by_tree = (child_cpu > 0) & untimed & (np.nan_to_num(tree) >= CONTENTION)
     if tree_busy is not None:  # it computed in its tree while the tree's threads waited
-        runnable = runnable | ((np.asarray(tree_busy, dtype=np.float64) >= PROCESS_COMPUTED) &
-                               (np.nan_to_num(tree) >= CONTENTION))
+        by_tree = by_tree | ((np.asarray(tree_busy, dtype=np.float64) >= PROCESS_COMPUTED) &
+                             (np.nan_to_num(tree) >= CONTENTION))
+    # runnable by its own thread's counts alone (no children, no tree): bounded in time below
+    by_thread = (ivcsw > vcsw) & ~by_tree & (np.asarray(child_cpu) <= 0)
+    runnable = (ivcsw > vcsw) | by_tree
     kids_runnable = np.zeros(n, dtype=bool)
     if children is not None:
         kid_ivcsw, kid_vcsw, kid_busy = (np.asarray(a) for a in children)
@@ -261,6 +293,8 @@ def adjust(shares: np.ndarray, confidence: np.ndarray, ev: dict, inference: np.n
     waiting = shares[:, io_k]
     move = np.where(runnable & (np.nan_to_num(contention) >= CONTENTION),
                     np.minimum(waiting, np.nan_to_num(contention) * (1 - shares[:, q_k])), 0.0)
+    move = np.minimum(move, _fair_wait(contention, ivcsw, vcsw, thread_busy, length_ns,
+                                       runnable_by_thread=by_thread))
     for i in np.flatnonzero(move > 1e-6).tolist():
         why = []
         if not np.isnan(psi[i]):
