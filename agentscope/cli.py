@@ -5,21 +5,31 @@ Each command parses its options, calls the library (the front door
 Exit codes: 0 ok, 1 the input had problems (the report is still produced) or held no task,
 2 usage error. Every command takes -q (only the output and errors) and -v (also what was loaded
 and how long it took).
+
+Names, attributes and file names come from the traces: every line made for a person goes
+through :func:`agentscope.exporters.views.inert` (Rich output through ``inert_text``), and an
+agentscope error that reaches the top (a store another process holds, ...) is one line on
+stderr and exit 1, never a traceback (:class:`_Main`).
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import logging
+import math
 import os
+import re
 import sys
 import time
+import uuid
 
 import click
 
 from ._version import __version__
 from .collectors.receiver import MAX_BODY
-from .exporters.views import inert
+from .exporters.views import inert, inert_lines
 
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -34,14 +44,32 @@ def _set_level(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
         raise click.UsageError("give one of -q/--quiet and -v/--verbose, not both")
     ctx.meta[_LEVEL_KEY] = level
     if level == VERBOSE:  # the library's own informational lines too
-        log = logging.getLogger("agentscope")
-        if not any(getattr(h, "_agentscope_cli", False) for h in log.handlers):
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("agentscope: %(message)s"))
-            handler._agentscope_cli = True  # type: ignore[attr-defined]
-            log.addHandler(handler)
-        log.setLevel(logging.INFO)
+        _log_to_terminal().setLevel(logging.INFO)
     return value
+
+
+class _TerminalLog(logging.Handler):
+    """The library's log lines (its warnings; with -v its informational lines too) on the
+    stderr of the command running now, each line :func:`inert`: they name stores, files and
+    spans, which come from the input. Below ERROR they are left out with -q."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.ERROR and _level() == QUIET:
+            return
+        try:
+            click.echo(inert_lines(self.format(record)), err=True)
+        except Exception:  # noqa: BLE001 - logging must not raise; it reports it itself
+            self.handleError(record)
+
+
+def _log_to_terminal() -> logging.Logger:
+    """The package logger with one :class:`_TerminalLog` handler (added once per process)."""
+    log = logging.getLogger("agentscope")
+    if not any(isinstance(h, _TerminalLog) for h in log.handlers):
+        handler = _TerminalLog()
+        handler.setFormatter(logging.Formatter("agentscope: %(message)s"))
+        log.addHandler(handler)
+    return log
 
 
 def _verbosity(verbose_help: str = "Also say what was loaded (files by format, spans, "
@@ -62,7 +90,60 @@ def _level() -> int:
     return ctx.meta.get(_LEVEL_KEY, NORMAL) if ctx is not None else NORMAL
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# DuckDB's words for a database file another process holds ("Could not set lock on file
+# "PATH": Conflicting lock is held in EXE (PID N)"), as the store passes them on
+_LOCK = re.compile(r"could not set lock|conflicting lock|is locked|locked by", re.I)
+_LOCK_FILE = re.compile(r'lock on file "([^"]+)"|store (\S+?):? ')
+_LOCK_PID = re.compile(r"\bPID (\d+)", re.I)
+_LOCK_EXE = re.compile(r"held in (\S+)")
+
+
+def _lock_words(e: BaseException) -> "str | None":
+    """One line for a store that another process holds (None if ``e`` is not that): which
+    store, which process when DuckDB says, and what to do. DuckDB lets one process write a
+    database file at a time; a second ``agentscope`` command on the same SOURCE while the
+    first is loading (or ``serve`` refreshing) meets the lock."""
+    text = str(e)
+    if not _LOCK.search(text):
+        return None
+    path = getattr(e, "path", None)
+    if path is None:
+        m = _LOCK_FILE.search(text)
+        path = next((g for g in m.groups() if g), None) if m else None
+    pid, exe = _LOCK_PID.search(text), _LOCK_EXE.search(text)
+    holder = ""
+    if pid:
+        holder = f" (pid {pid.group(1)}" + (
+            f", {os.path.basename(exe.group(1))})" if exe else ")")
+    store = f"the store {path}" if path else "the store"
+    return (f"{store} is in use by another process{holder}; wait for it to finish, or pass "
+            "--db :memory: (or another --db FILE) to analyse without it")
+
+
+class _Main(click.Group):
+    """The ``agentscope`` group: an agentscope error that reaches it from any command (the
+    store locked by another process, a store that is not a database, an error a library
+    raised that the command did not expect) is printed as one line and exits 1, instead of a
+    traceback. A lock conflict is recognised by DuckDB's words even if it arrives unwrapped.
+    Other exceptions are bugs and keep their traceback."""
+
+    def invoke(self, ctx: click.Context):
+        from .errors import AgentscopeError, StoreError
+
+        _log_to_terminal()  # warnings that name inputs: through inert too
+        try:
+            return super().invoke(ctx)
+        except AgentscopeError as e:
+            words = _lock_words(e) if isinstance(e, StoreError) else None
+            _fail(words or str(e) or type(e).__name__)
+        except Exception as e:  # only to recognise a lock; re-raised otherwise
+            words = _lock_words(e) if type(e).__module__.startswith("duckdb") else None
+            if words is None:
+                raise
+            _fail(words)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agentscope")
 @_verbosity("Also say what was loaded and how long it took (as each command's -v).")
 def main() -> None:
@@ -128,23 +209,21 @@ class _ProgressBar:
             self.bar.__exit__(None, None, None)
 
 
-def _analysis(trace_dir: str, db: "str | None", quiet: bool = False):
+def _analysis(trace_dir: str, db: "str | None", quiet: bool = False, reuse: bool = False):
     """Load and analyse TRACE_DIR through the front door, with a progress bar on long loads
     and, on stderr, why there is nothing to report when there is nothing (and with -v what
-    was loaded and how long it took)."""
-    from .analysis import analyze
-    from .errors import StoreError
+    was loaded and how long it took). ``reuse``: the store's saved analysis where nothing
+    changed since it (open_store: what ``query`` reads)."""
+    from .analysis import analyze, open_store
 
     quiet = quiet or _level() == QUIET
     bar = None if quiet else _ProgressBar()
     started = time.perf_counter()
     try:
-        analysis = analyze(trace_dir, db, progress=bar, batch=True)
+        analysis = (open_store if reuse else analyze)(trace_dir, db, progress=bar, batch=True)
     except (FileNotFoundError, NotADirectoryError) as e:
-        raise click.UsageError(str(e)) from None
-    except StoreError as e:  # e.g. locked by another process
-        _fail(str(e))
-    finally:
+        raise click.UsageError(inert(e)) from None
+    finally:  # a StoreError (e.g. locked by another process): one line, from _Main
         if bar is not None:
             bar.close()
     if analysis.load.files_seen == 0 and analysis.load.skipped and \
@@ -177,7 +256,13 @@ def _load_lines(trace_dir: str, analysis, seconds: float) -> list:
     if plain:
         lines.append("  skipped, not traces: " + ", ".join(
             f"{n} ({why})" for why, n in sorted(plain.items())))
-    lines.append(f"{len(analysis.task_results)} tasks; loaded and analysed in {seconds:.2f} s")
+    saved = getattr(analysis, "tasks_saved", None)  # open_store's StoredAnalysis
+    if saved is None:
+        lines.append(f"{len(analysis.task_results)} tasks; loaded and analysed in "
+                     f"{seconds:.2f} s")
+    else:
+        how = "loaded and analysed" if analysis.analysed else "loaded; saved analysis read"
+        lines.append(f"{saved} tasks; {how} in {seconds:.2f} s")
     return lines
 
 
@@ -201,6 +286,50 @@ def _error(message: str) -> None:
 def _fail(message: str, code: int = 1) -> None:
     click.echo(f"agentscope: {inert(message)}", err=True)
     sys.exit(code)
+
+
+def _json_value(value):
+    """``value`` as strict JSON can hold it: a NaN or an infinity becomes null (JSON has no
+    such number; Python would write ``NaN``, which most parsers refuse), a Decimal a number
+    (an integer when it is one), bytes their hex digits, a date, time or timestamp its ISO
+    8601 text, an interval its seconds, a UUID its text, a numpy scalar its Python value, a
+    map's keys text; lists, tuples and dicts are walked. Anything else is left for
+    ``default=str``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(_json_value(k)): _json_value(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return None
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):  # a numpy scalar
+        return _json_value(value.item())
+    return value
+
+
+def _json(doc, indent: "int | None" = None) -> str:
+    """The one way the CLI writes JSON: strictly valid (no NaN or Infinity: null), the types
+    SQL gives as :func:`_json_value` says, anything else as its text."""
+    return json.dumps(_json_value(doc), indent=indent, default=str, allow_nan=False)
+
+
+def _json_indent() -> "int | None":
+    """Indented for a person at a terminal; compact (several times faster) into pipes."""
+    return 2 if sys.stdout.isatty() else None
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -227,13 +356,14 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
     try:
         result = check_dir(trace_dir)
     except FileNotFoundError as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(inert(e)) from None
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(_json(result.to_dict(), indent=2))
     else:
         kinds = ", ".join(f"{k}: {n}" for k, n in sorted(result.formats.items()))
-        click.echo(f"{trace_dir}: {result.files} files{f' (by format: {kinds})' if kinds else ''}, "
-                   f"{result.spans} spans in {result.traces} traces, {result.samples} samples")
+        click.echo(inert(f"{trace_dir}: {result.files} files"
+                         f"{f' (by format: {kinds})' if kinds else ''}, {result.spans} spans "
+                         f"in {result.traces} traces, {result.samples} samples"))
         for name, count in result.stages.items():
             click.echo(f"  {inert(name):<10} {count:>8} spans")
         if result.duplicates:
@@ -302,7 +432,7 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
             push(push_gateway, push_job, analysis)
             _say(f"pushed the analysis to {push_gateway} (job {push_job})")
         except Exception as e:  # the report is still printed; exit 1 after it
-            click.echo(f"agentscope analyze: could not push to {push_gateway}: {e}", err=True)
+            _error(f"agentscope analyze: could not push to {push_gateway}: {e}")
             pushed = False
     if task is not None:
         _show_task(analysis, task, fmt)
@@ -316,23 +446,16 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
 
         click.echo(markdown(analysis, limit), nl=False)
     else:
-        from rich.console import Console
+        from .exporters.table import render, terminal_console
 
-        from .exporters.table import render
-
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=120)  # pipes and files: do not squeeze to 80 columns
-        render(analysis, console, limit)
+        render(analysis, terminal_console(), limit)
     _no_tasks(trace_dir, analysis)
     sys.exit(1 if analysis.problems or not pushed else 0)
 
 
 def _show_task(analysis, selector: str, fmt: str) -> None:
     """``analyze --task``: one task in full, or why none."""
-    from rich.console import Console
-
-    from .exporters.table import find_tasks, render_task
+    from .exporters.table import find_tasks, render_task, terminal_console
 
     found = find_tasks(analysis, selector)
     if not found:
@@ -343,17 +466,14 @@ def _show_task(analysis, selector: str, fmt: str) -> None:
         _say(f"{len(found)} tasks match {selector!r}: the slowest shown")
     if fmt == "json":
         doc = next(x for x in analysis.to_dict()["tasks"] if x["trace_id"] == t.trace_id)
-        click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
+        click.echo(_json(doc, indent=_json_indent()))
         return
     if fmt == "markdown":
         from .exporters.table import markdown_task
 
         click.echo(markdown_task(t), nl=False)
         return
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=120)
-    render_task(t, console)
+    render_task(t, terminal_console())
 
 
 @main.command()
@@ -396,19 +516,19 @@ def whatif(trace_dir: str, speedup: tuple, cpus: "int | None", slots: tuple, fmt
     try:  # the options are checked before the traces are read
         changes, slot_map = parse_speedups(speedup), parse_slots(slots)
     except ValueError as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(inert(e)) from None
     analysis = _analysis(trace_dir, db)
     if not analysis.task_results:
         _fail(f"no tasks in {trace_dir} to predict")
     try:
         prediction = analysis.whatif(changes, cpus=cpus, slots=slot_map)
     except ValueError as e:  # e.g. --slots naming a server no span called
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(inert(e)) from None
     if prediction.unmatched:
         _say("agentscope whatif: --speedup selected no span (check the spelling): "
              + ", ".join(prediction.unmatched))
     if fmt == "json":
-        click.echo(json.dumps(prediction.to_dict(), indent=2 if sys.stdout.isatty() else None))
+        click.echo(_json(prediction.to_dict(), indent=_json_indent()))
     elif fmt == "markdown":
         from .exporters.whatif_view import markdown
 
@@ -452,13 +572,13 @@ def plan(trace_dir: str, prices: tuple, gpu_target: float, fmt: str, db: "str | 
     try:
         parsed = [f"{k}={v}" for k, v in (parse_price(p) for p in prices)]
     except ValueError as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(inert(e)) from None
     analysis = _analysis(trace_dir, db)
     if not analysis.task_results:
         _fail(f"no tasks in {trace_dir} to plan for")
     doc = analysis.plan(parsed, gpu_target)
     if fmt == "json":
-        click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
+        click.echo(_json(doc, indent=_json_indent()))
     elif fmt == "markdown":
         from .exporters.plan_view import markdown as plan_markdown
 
@@ -515,8 +635,15 @@ def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> 
 def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
     """Run read-only SQL over the store of SOURCE.
 
-    Tables: spans, samples; views: tasks, critical_path (SOURCE is loaded and analysed
-    first, so they are current).
+    Tables: spans, samples; views: tasks, critical_path (SOURCE is loaded first; it is
+    analysed again only when a file was added or grew since the store's saved analysis, so
+    they are current). One statement that reads: no files, network, extensions or settings
+    (docs/cli.md#query).
+
+    The table is for people: names are shown as text (control characters dropped, line
+    breaks as spaces). csv and json are data, values as stored; json is strict (NaN and
+    infinities as null, decimals as numbers, blobs as hex, times as ISO 8601, intervals in
+    seconds).
 
     \b
     Examples:
@@ -524,17 +651,15 @@ def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
         agentscope query traces/ "SELECT name, class, duration_s FROM critical_path
                                   WHERE trace_id = '...' ORDER BY seq"
     """
-    from .errors import QueryError, StoreError
+    from .errors import QueryError
 
-    analysis = _analysis(trace_dir, db, quiet=True)
+    analysis = _analysis(trace_dir, db, quiet=True, reuse=True)
     try:
         columns, rows = analysis.query_rows(statement)
     except QueryError as e:
-        raise click.UsageError(f"SQL error: {e}") from None
-    except StoreError as e:
-        _fail(str(e))
+        raise click.UsageError(inert(f"SQL error: {e}")) from None
     if fmt == "json":
-        click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=2))
+        click.echo(_json([dict(zip(columns, r)) for r in rows], indent=2))
     elif fmt == "csv":
         import csv
 
@@ -542,15 +667,17 @@ def query(trace_dir: str, statement: str, db: "str | None", fmt: str) -> None:
         w.writerow(columns)
         w.writerows(rows)
     else:
-        from rich.console import Console
         from rich.table import Table
 
-        from rich.markup import escape
+        from .exporters.table import terminal_console
+        from .exporters.views import inert_text
 
-        table = Table(*(escape(inert(c)) for c in columns))
+        table = Table()
+        for c in columns:  # a column's name is the user's SQL or a stored name: text too
+            table.add_column(inert_text(c))
         for r in rows:
-            table.add_row(*("" if v is None else escape(inert(v)) for v in r))
-        Console().print(table)
+            table.add_row(*(inert_text("" if v is None else v) for v in r))
+        terminal_console().print(table)
 
 
 _COLLECT_OPTIONS = [
@@ -585,7 +712,7 @@ def _sampler_options(hz: float, model_servers: tuple, no_gpu: bool, no_per_core:
         return SamplerOptions(hz=hz, model_servers=model_servers, gpus=not no_gpu,
                               per_core=not no_per_core, proc_root=proc_root, verbose=verbose)
     except ValueError as e:
-        raise click.UsageError(str(e))
+        raise click.UsageError(inert(e))
 
 
 @main.command()
@@ -672,15 +799,11 @@ def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: fl
     """
     from .exporters.prometheus import serve as serve_metrics
 
-    from .errors import StoreError
-
     try:
         serve_metrics(trace_dir, db, refresh, port, address, ready=lambda url: _say(
             f"agentscope: serving metrics of {trace_dir} on {url}"))
     except (FileNotFoundError, NotADirectoryError) as e:
-        raise click.UsageError(str(e)) from None
-    except StoreError as e:
-        _fail(str(e))
+        raise click.UsageError(inert(e)) from None
 
 
 @main.command()
@@ -721,7 +844,7 @@ def receive(out: str, address: str, port: int, grpc_port: "int | None", max_body
         r = rx.serve(out, address=address, port=port, grpc_port=grpc_port, max_body=max_body,
                      ready=ready)
     except ValueError as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(inert(e)) from None
     except OSError as e:
         _fail(f"cannot receive on {address}:{port}: {e.strerror or e}")
     _say(f"agentscope: {r.requests} requests decoded, {r.bad_requests} of them not decodable "
@@ -757,7 +880,7 @@ def export_grafana(out: str) -> None:
     from .exporters.grafana import write
 
     for path in write(out):
-        click.echo(str(path))
+        click.echo(inert(path))
 
 
 @export.command("otlp-metrics")
@@ -784,8 +907,7 @@ def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
     try:
         _, metrics, points, status = export_metrics(analysis, endpoint, headers=extra)
     except Exception as e:
-        click.echo(f"agentscope export otlp-metrics: could not send to {endpoint}: {e}",
-                   err=True)
+        _error(f"agentscope export otlp-metrics: could not send to {endpoint}: {e}")
         sys.exit(1)
     _say(f"sent {metrics} metrics ({points} points) to {endpoint}: HTTP {status}")
 
@@ -891,7 +1013,7 @@ def scenarios_run(name: str, out: str, tasks: int, load: int, hz: float) -> None
     try:
         failed = record(name, out, tasks=tasks, load=load, hz=hz, say=_say)
     except ValueError as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(inert(e)) from None
     if failed:
         click.echo(f"failed: {', '.join(failed)}", err=True)
         sys.exit(1)
@@ -909,11 +1031,11 @@ def scenarios_score(trace_dir: str, fmt: str) -> None:
     try:
         got = score(trace_dir)
     except (ValueError, FileNotFoundError, NotADirectoryError) as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(inert(e)) from None
     if fmt == "json":
-        click.echo(json.dumps(got.to_json(), indent=2))
+        click.echo(_json(got.to_json(), indent=2))
     else:
-        click.echo(describe(got), nl=False)
+        click.echo(inert_lines(describe(got)), nl=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from importlib import resources
 from typing import Any, Optional
@@ -38,7 +39,7 @@ from ..analysis import Analysis, iso_time
 from ..analyzers.evidence import CLASSES
 from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
                                  guess_warning, partial_words, section_assumed)
-from .views import help_lines, help_rows, typical_tasks
+from .views import help_lines, help_rows, inert, typical_tasks
 
 SCHEMA = "agentscope.report/v1"
 COLOURS = {"gpu": "#b04fc8", "cpu": "#d9534f", "memory": "#e0a400", "io": "#2a9fd6",
@@ -200,7 +201,12 @@ def script_json(data: Any) -> str:
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
                     ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(ch, esc)
-    return text
+    # a lone surrogate (a SOURCE path or file name that was not UTF-8, as os.fsdecode gives
+    # it) cannot be written as UTF-8: as its \u escape, JSON.parse gives the same string back
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _finite(value: Any) -> Any:
@@ -222,7 +228,7 @@ def render(data: dict) -> str:
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{html.escape(str(data.get('title', 'agentscope report')))}</title>"
+        f"<title>{html.escape(inert(data.get('title', 'agentscope report')))}</title>"
         f"<style>{_asset('report.css')}</style></head>\n<body>\n"
         "<header><h1 id=\"title\"></h1><p id=\"meta\"></p></header>\n"
         "<main><section id=\"fleet\"></section><section id=\"timeline\"></section>"

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .table import _md
-from .views import inert
+from .views import inert, md_text
 
 
 def _pct(v: Any) -> str:
@@ -88,12 +87,12 @@ def markdown(doc: dict) -> str:
     out = [f"### Capacity plan ({doc['tasks']} tasks)"]
     for head, label, value in _lines(doc):
         if head:
-            out += ["", f"**{_md(head)}**", "", "| | |", "|---|---|"]
+            out += ["", f"**{md_text(head)}**", "", "| | |", "|---|---|"]
         else:
-            out.append(f"| {_md(label)} | {_md(value)} |")
+            out.append(f"| {md_text(label)} | {md_text(value)} |")
     if doc["needs_gpu"]:
         out += ["", "Needs a GPU (not measured here):", ""]
-        out += [f"- {_md(x)}" for x in doc["needs_gpu"]]
+        out += [f"- {md_text(x)}" for x in doc["needs_gpu"]]
     if doc["notes"]:
-        out += ["", "Notes:", ""] + [f"- {_md(x)}" for x in doc["notes"]]
+        out += ["", "Notes:", ""] + [f"- {md_text(x)}" for x in doc["notes"]]
     return "\n".join(out) + "\n"

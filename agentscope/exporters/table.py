@@ -1,7 +1,13 @@
 """The terminal and Markdown views of an analysis: the fleet summary, the slowest and the most
 typical task's critical path as a text timeline, then the slowest tasks. A class that rests on
 a stage label or an assumption rather than on measurement is marked (``gpu*``, ``34.6%*``; its
-bars in lower case), with a legend line wherever something is marked."""
+bars in lower case), with a legend line wherever something is marked.
+
+Names come from the traces, so they are never given to Rich as a string (Rich would read
+markup, emoji codes and highlight them): every line the terminal view prints is a
+:class:`rich.text.Text` assembled from our own words and :func:`.views.inert_text` of the
+input, and the Markdown view escapes input with :func:`.views.md_text` (code blocks with
+:func:`.views.md_code`)."""
 
 from __future__ import annotations
 
@@ -9,15 +15,16 @@ import re
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..analyzers.evidence import CLASSES
 from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
                                  guess_warning, partial_words, section_assumed)
 from ..analysis import Analysis
 from .views import (assumed_shares, assumed_words, bar, bottleneck_counts, help_lines, inert,
-                    lost_words, marked, path_rows, typical_tasks)
+                    inert_text, lost_words, marked, md_code, md_text, path_rows,
+                    typical_tasks)
 
 COLOURS = {"gpu": "magenta", "cpu": "red", "memory": "yellow", "io": "cyan", "queue": "blue",
            "untraced": "bright_black"}
@@ -56,40 +63,54 @@ def assumed_legend(summary: Any) -> str:
     return f"{ASSUMED_MARK} {ASSUMED_LEGEND}" + (f" ({words})" if words else "")
 
 
+def terminal_console(width: "int | None" = None, **kwargs: Any) -> Console:
+    """The Rich console the command line prints these views on: no markup, no emoji codes, no
+    highlighting (the views print Text, which Rich takes as it is; a string that slipped in
+    would be printed as written too). Into a pipe or a file it is 120 columns wide rather
+    than squeezed to 80, unless ``width`` says otherwise; ``kwargs`` go to Console (a
+    ``file``, a forced ``color_system`` in tests)."""
+    settings = dict(markup=False, emoji=False, highlight=False, **kwargs)
+    out = Console(width=width, **settings)
+    if width is None and not out.is_terminal:
+        out = Console(width=120, **settings)
+    return out
+
+
 def render(analysis: Analysis, console: Console, limit: int = 20) -> None:
     """Print the analysis to a rich console."""
     s = analysis.summary
-    console.print(f"[bold]{s.tasks} tasks[/], {s.spans} spans, "
-                  f"{s.critical_path_s:.3f} s on critical paths; "
-                  f"orchestration {s.orchestration_share:.1%} of it")
+    console.print(Text.assemble((f"{s.tasks} tasks", "bold"),
+                                f", {s.spans} spans, {s.critical_path_s:.3f} s on critical "
+                                f"paths; orchestration {s.orchestration_share:.1%} of it"))
     _basis(console, s)
-    fleet = Table(title=f"Where the critical-path time went; the classes: {basis_words(s)}",
-                  title_justify="left")
+    fleet = Table(title=inert_text("Where the critical-path time went; the classes: "
+                                   f"{basis_words(s)}"), title_justify="left")
     for c in CLASSES:
         fleet.add_column(c, justify="right", style=COLOURS[c])
     fleet.add_column("bottleneck of", justify="left")
-    fleet.add_row(*fleet_cells(s), bottleneck_counts(s) or "-")
+    fleet.add_row(*(inert_text(cell) for cell in fleet_cells(s)),
+                  inert_text(bottleneck_counts(s) or "-"))
     console.print(fleet)
     if assumed_shares(s) or s.assumed_bottlenecks:
-        console.print(assumed_legend(s), markup=False, highlight=False)
+        console.print(inert_text(assumed_legend(s)))
     marks = False  # whether a task's class below is marked (the legend again, under them)
     for line in gpu_lines(s):
-        console.print(inert(line), markup=False, highlight=False)
+        console.print(inert_text(line))
     if lost_words(s):
-        console.print(lost_words(s), markup=False, highlight=False)
+        console.print(inert_text(lost_words(s)))
     for label, t in featured(analysis.task_results):
         marks = _timeline(console, label, t) or marks
     tasks = sorted(analysis.task_results, key=lambda t: -t.duration_ns)
     if limit > 0:
         marks = _task_table(console, tasks, limit) or marks
     if marks:
-        console.print(f"{ASSUMED_MARK} {ASSUMED_LEGEND}", markup=False, highlight=False)
+        console.print(Text(f"{ASSUMED_MARK} {ASSUMED_LEGEND}"))
     helps = help_lines(analysis)
     if helps:
-        console.print("[bold]What would help[/] (predicted from the critical paths: "
-                      "agentscope whatif, docs/whatif.md)")
+        console.print(Text.assemble(("What would help", "bold"), " (predicted from the "
+                                    "critical paths: agentscope whatif, docs/whatif.md)"))
         for line in helps:
-            console.print(f"  {inert(line)}", markup=False, highlight=False)
+            console.print(inert_text(f"  {line}"))
     _problems(list(analysis.problems), console)
 
 
@@ -110,13 +131,16 @@ def _task_table(console: Console, tasks: list, limit: int) -> bool:
         shares = _bar(t.shares, assumed=t.assumed)
         lower = lower or any(ch.islower() for ch in re.sub(r"\[[^]]*\]", "", shares))
         marks = marks or guessed or held_assumed
-        table.add_row(_cell(t.name), _cell(short_id(t.trace_id)), _cell(t.lane or "-"),
-                      f"{t.duration_ns / 1e9:.3f} s",
-                      f"[{COLOURS[t.bottleneck]}]{escape(marked(t.bottleneck, guessed))}[/]",
-                      f"{t.confidence:.2f}", shares, _cell(longest))
+        table.add_row(inert_text(t.name), inert_text(short_id(t.trace_id)),
+                      inert_text(t.lane or "-"), Text(f"{t.duration_ns / 1e9:.3f} s"),
+                      Text(marked(t.bottleneck, guessed), style=COLOURS[t.bottleneck]),
+                      Text(f"{t.confidence:.2f}"), Text.from_markup(shares),  # our letters
+                      inert_text(longest))
     console.print(table)
-    console.print("shares: " + " ".join(f"[{COLOURS[c]}]{c[0].upper()}[/]={c}" for c in CLASSES)
-                  + (f" (lower case: {ASSUMED_LEGEND})" if lower else ""))
+    legend = Text("shares:")
+    for c in CLASSES:
+        legend.append(" ").append(c[0].upper(), style=COLOURS[c]).append(f"={c}")
+    console.print(legend.append(f" (lower case: {ASSUMED_LEGEND})" if lower else ""))
     return marks
 
 
@@ -125,7 +149,7 @@ def _basis(console: Console, s: Any) -> None:
     analysis' warnings, which the CLI prints to stderr)."""
     partial = partial_words(s)
     if partial:
-        console.print(partial, highlight=False)
+        console.print(inert_text(partial))
 
 
 def featured(tasks: list) -> list:
@@ -165,22 +189,23 @@ def timeline_lines(t: Any, width: int = 40, max_rows: int = 10) -> list:
 def _timeline(console: Console, label: str, t: Any) -> bool:
     """Print a task's timeline; returns whether anything in it was marked as assumed."""
     guessed = bottleneck_assumed(t)
-    console.print(f"[bold]{_cell(label)}[/]: {_cell(t.name)} ({_cell(t.lane or 'no lane')}, "
-                  f"{t.duration_ns / 1e9:.3f} s, [{COLOURS[t.bottleneck]}]"
-                  f"{escape(marked(t.bottleneck, guessed))}[/], "
-                  f"confidence {t.confidence:.2f})", highlight=False)
+    console.print(Text.assemble(inert_text(label, "bold"), ": ", inert_text(t.name), " (",
+                                inert_text(t.lane or "no lane"),
+                                f", {t.duration_ns / 1e9:.3f} s, ",
+                                (marked(t.bottleneck, guessed), COLOURS[t.bottleneck]),
+                                f", confidence {t.confidence:.2f})"))
     rows = timeline_lines(t)
     wide = min(max((len(r[1]) for r in rows), default=0), 36)
     for when, what, cls, fill in rows:
         if not cls:  # the line that sums up the shorter sections: whole
-            console.print(f"  {'':18} {_cell(what)}", highlight=False)
+            console.print(inert_text(f"  {'':18} {what}"))
             continue
         what = what if len(what) <= wide else what[:wide - 1] + "…"
         colour = COLOURS[cls.rstrip(ASSUMED_MARK)]
-        console.print(f"  {when:>18} {_cell(f'{what:<{wide}}')} "
-                      f"[{colour}]{escape(f'{cls:<9}')}|{fill}|[/]", highlight=False)
+        console.print(Text.assemble(f"  {when:>18} ", inert_text(f"{what:<{wide}}"), " ",
+                                    (f"{cls:<9}|{fill}|", colour)))
     if t.evidence:
-        console.print(f"  evidence: {inert(t.evidence[0])}", markup=False, highlight=False)
+        console.print(inert_text(f"  evidence: {t.evidence[0]}"))
     return guessed or any(r[2].endswith(ASSUMED_MARK) for r in rows)
 
 
@@ -213,11 +238,13 @@ def _longest(t: Any) -> tuple:
 def _problems(problems: list, console: Console, limit: int = 10) -> None:
     if not problems:
         return
-    console.print(f"[yellow]{len(problems)} input problems[/] (the rest was analysed):")
+    console.print(Text.assemble((f"{len(problems)} input problems", "yellow"),
+                                " (the rest was analysed):"))
     for p in problems[:limit]:
-        console.print(f"  {inert(p)}", markup=False, highlight=False)
+        console.print(inert_text(f"  {p}"))
     if len(problems) > limit:
-        console.print(f"  ... and {len(problems) - limit} more ('agentscope check' lists all)")
+        console.print(Text(f"  ... and {len(problems) - limit} more ('agentscope check' lists "
+                           "all)"))
 
 
 def markdown(analysis: Analysis, limit: int = 20) -> str:
@@ -229,22 +256,23 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
     lines = [f"## agentscope: {s.tasks} tasks", "",
              f"{s.critical_path_s:.3f} s on critical paths; orchestration "
              f"{s.orchestration_share:.1%}; the classes: {basis_words(s)}.", "",
-             *([f"> **Warning:** {_md(warning)}", ""] if warning else []),
-             *([_md(partial_words(s)), ""] if partial_words(s) else []),
+             *([f"> **Warning:** {md_text(warning)}", ""] if warning else []),
+             *([md_text(partial_words(s)), ""] if partial_words(s) else []),
              "| " + " | ".join(CLASSES) + " |", "|" + "---:|" * len(CLASSES),
-             "| " + " | ".join(_md(cell) for cell in fleet_cells(s)) + " |", ""]
+             "| " + " | ".join(md_text(cell) for cell in fleet_cells(s)) + " |", ""]
     legend_at = len(lines)  # the mark's legend goes here, when anything is marked
     lines += ["Bottlenecks: " + (bottleneck_counts(s, star) or "none"), "",
-              *([_md(lost_words(s)) + ".", ""] if lost_words(s) else []),
-              *[f"- {_md(line)}" for line in gpu_lines(s)], *([""] if s.gpu else []),
+              *([md_text(lost_words(s)) + ".", ""] if lost_words(s) else []),
+              *[f"- {md_text(line)}" for line in gpu_lines(s)], *([""] if s.gpu else []),
               "| task | trace | lane | duration | bottleneck | confidence | main evidence |",
               "|---|---|---|---:|---|---:|---|"]
     marks = bool(assumed_shares(s) or s.assumed_bottlenecks)
     for t in sorted(analysis.task_results, key=lambda t: -t.duration_ns)[:limit]:
-        evidence = _md(t.evidence[0] if t.evidence else "")
+        evidence = md_text(t.evidence[0] if t.evidence else "")
         guessed = bottleneck_assumed(t)
         marks = marks or guessed
-        lines.append(f"| {_md(t.name)} | `{_md(short_id(t.trace_id))}` | {_md(t.lane or '-')} | "
+        trace = md_code(short_id(t.trace_id), in_table=True)
+        lines.append(f"| {md_text(t.name)} | `{trace}` | {md_text(t.lane or '-')} | "
                      f"{t.duration_ns / 1e9:.3f} s | "
                      f"**{t.bottleneck}**{star if guessed else ''} | {t.confidence:.2f} | "
                      f"{evidence} |")
@@ -252,47 +280,36 @@ def markdown(analysis: Analysis, limit: int = 20) -> str:
     for label, t in featured(analysis.task_results):
         guessed = bottleneck_assumed(t)
         marks = marks or guessed
-        lines += ["", f"**{_md(label)}**: {_md(t.name)} ({_md(t.lane or 'no lane')}, "
-                      f"{t.duration_ns / 1e9:.3f} s, {t.bottleneck}{star if guessed else ''}, "
+        lines += ["", f"**{md_text(label)}**: {md_text(t.name)} "
+                      f"({md_text(t.lane or 'no lane')}, {t.duration_ns / 1e9:.3f} s, "
+                      f"{t.bottleneck}{star if guessed else ''}, "
                       f"confidence {t.confidence:.2f})", "", "```"]
         rows = timeline_lines(t)
         lines += _md_timeline(rows) + ["```"]
         lower = lower or any(cls.endswith(ASSUMED_MARK) for _, _, cls, _ in rows)
         if t.evidence:
-            lines.append(f"Evidence: {_md(t.evidence[0])}")
+            lines.append(f"Evidence: {md_text(t.evidence[0])}")
     if marks or lower:
         words = assumed_words(s)
         lines[legend_at:legend_at] = [
-            f"{star} {ASSUMED_LEGEND}" + (f" ({_md(words)})" if words else "")
+            f"{star} {ASSUMED_LEGEND}" + (f" ({md_text(words)})" if words else "")
             + ("; in the timelines, its bar in lower case" if lower else "") + ".", ""]
     helps = help_lines(analysis)
     if helps:
         lines += ["", "**What would help** (predicted from the critical paths; "
-                      "`agentscope whatif`):", ""] + [f"- {_md(line)}" for line in helps]
+                      "`agentscope whatif`):", ""] + [f"- {md_text(line)}" for line in helps]
     if problems:
-        lines += ["", f"{len(problems)} input problems, e.g. {_md(problems[0])}"]
+        lines += ["", f"{len(problems)} input problems, e.g. {md_text(problems[0])}"]
     return "\n".join(lines) + "\n"
 
 
 def _md_timeline(rows: list) -> list:
-    """Timeline rows (``timeline_lines``) as the lines of a Markdown code block."""
-    return [f"{when:>18} {what.replace('`', chr(39))[:36]:<36} "  # a ` would close the block
+    """Timeline rows (``timeline_lines``) as the lines of a Markdown code block (where text is
+    shown as written: :func:`.views.md_code` only keeps a backquote from closing it). Each
+    line starts with 18 columns of time, so none can be read as the closing fence."""
+    return [f"{when:>18} {md_code(what)[:36]:<36} "
             f"{cls:<9}{'|' + fill + '|' if cls else ''}".rstrip()
             for when, what, cls, fill in rows]
-
-
-def _md(text: Any) -> str:
-    """Input text as inert Markdown: no controls, no line breaks, and the characters Markdown
-    (and the HTML it may contain) acts on escaped."""
-    return _MD_ACTIVE.sub(r"\\\g<0>", inert(text))
-
-
-_MD_ACTIVE = re.compile(r"[\\`*_\[\]<>|#!~]")
-
-
-def _cell(text: Any) -> str:
-    """Input text for a rich cell or line: inert, and its square brackets not markup."""
-    return escape(inert(text))
 
 
 SHORT_ID = 8  # hex digits of a trace id shown in tables (`analyze --task` takes any prefix)
@@ -316,8 +333,8 @@ def find_tasks(analysis: Analysis, selector: str) -> list:
 def markdown_task(t: Any) -> str:
     """One task in full, in Markdown (``analyze --task ID --format markdown``): its timeline
     and every section of its critical path with its class, confidence and evidence."""
-    lines = [f"## Task {_md(t.name)}", "",
-             f"Trace `{_md(t.trace_id)}`, {_md(t.lane or 'no lane')}, "
+    lines = [f"## Task {md_text(t.name)}", "",
+             f"Trace `{md_code(t.trace_id)}`, {md_text(t.lane or 'no lane')}, "
              f"{t.duration_ns / 1e9:.3f} s, bottleneck **{t.bottleneck}**, confidence "
              f"{t.confidence:.2f}.", "", "```"]
     lines += _md_timeline(timeline_lines(t, max_rows=len(t.segments) + 1))
@@ -325,23 +342,23 @@ def markdown_task(t: Any) -> str:
               "|---:|---:|---|---|---|---:|---|"]
     for x in t.segments:
         lines.append(f"| {(x.start_ns - t.start_ns) / 1e9:.3f} s | "
-                     f"{(x.end_ns - t.start_ns) / 1e9:.3f} s | {_md(x.name)} | "
-                     f"{_md(x.stage or '-')} | {x.cls} | {x.confidence:.2f} | "
-                     f"{_md(x.evidence)} |")
+                     f"{(x.end_ns - t.start_ns) / 1e9:.3f} s | {md_text(x.name)} | "
+                     f"{md_text(x.stage or '-')} | {x.cls} | {x.confidence:.2f} | "
+                     f"{md_text(x.evidence)} |")
     return "\n".join(lines) + "\n"
 
 
 def render_task(t: Any, console: Console) -> None:
     """One task in full: its timeline, then every section of its critical path with its
     evidence."""
-    console.print(f"trace {_cell(t.trace_id)}", highlight=False)
+    console.print(inert_text(f"trace {t.trace_id}"))
     _timeline(console, "task", t)
-    console.print("[bold]critical path[/] (every section, its class and evidence):")
+    console.print(Text.assemble(("critical path", "bold"),
+                                " (every section, its class and evidence):"))
     for s in t.segments:
-        console.print(f"  {(s.start_ns - t.start_ns) / 1e9:8.3f}–"
-                      f"{(s.end_ns - t.start_ns) / 1e9:.3f} s "
-                      f"{inert(s.name)} [{inert(s.stage or '-')}] {s.cls} "
-                      f"({s.confidence:.2f}): {inert(s.evidence)}", markup=False,
-                      highlight=False)
+        console.print(inert_text(f"  {(s.start_ns - t.start_ns) / 1e9:8.3f}–"
+                                 f"{(s.end_ns - t.start_ns) / 1e9:.3f} s "
+                                 f"{s.name} [{s.stage or '-'}] {s.cls} "
+                                 f"({s.confidence:.2f}): {s.evidence}"))
     for line in t.evidence[1:]:
-        console.print(f"  also: {inert(line)}", markup=False, highlight=False)
+        console.print(inert_text(f"  also: {line}"))

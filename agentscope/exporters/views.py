@@ -1,28 +1,111 @@
-"""What the reports share: which tasks to show, and a task's critical path as text."""
+"""What the reports share: how text from the input is shown (:func:`inert`, and its Rich and
+Markdown forms), which tasks to show, and a task's critical path as text."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
+
+from rich.text import Text
 
 from ..analyzers.verdict import ASSUMED_MARK, section_assumed
 
-# characters a terminal or a renderer acts on rather than shows: C0 and C1 controls (ESC
-# starts colour, cursor and hyperlink sequences), DEL, and the bidirectional overrides and
-# isolates that reorder what follows them (a file name that reads backwards)
-_ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e"
-                     "\u2066-\u2069]")
-_BREAKS = re.compile("[\t\n\r\u2028\u2029]+")
+# What a name from a trace may not do where a person reads it. Names, attribute values, file
+# names and the reasons built from them come from programs we do not control (an agent, another
+# tool's exporter, a file name os.fsdecode gave us). Shown to a person they must stay text: never
+# move the cursor, clear the screen, set the window title, make a hyperlink, reorder the line, hide
+# characters or turn into markup. One rule does this for every output made for people
+# (:func:`inert`); the Rich and Markdown forms below are built on it, and data outputs (JSON, CSV,
+# the HTML report's JSON block, Prometheus labels) keep the value exact and escape it as their
+# format requires.
+
+# line and paragraph breaks, tabs and the old record separators: a row stays one row, so each
+# becomes one space (NEL, U+0085, is a C1 control that some terminals take for a newline)
+_BREAKS = re.compile("[\t\n\x0b\x0c\r\x1c-\x1e\x85\u2028\u2029]+")
+REPLACEMENT = "\ufffd"  # what a lone surrogate is shown as (it cannot even be encoded)
+
+
+def _drop(ch: str) -> str:
+    """What one non-printable character becomes: controls (C0, DEL, C1: ESC starts colour,
+    cursor, title and hyperlink sequences) and format characters (bidi overrides and isolates,
+    zero-width spaces and joiners, the BOM, invisible tag characters that can smuggle text)
+    are dropped; a lone surrogate becomes U+FFFD; other spaces, private-use and unassigned
+    characters are kept (they show as themselves or as a box)."""
+    cat = unicodedata.category(ch)
+    if cat in ("Cc", "Cf"):
+        return ""
+    if cat == "Cs":
+        return REPLACEMENT
+    return ch
 
 
 def inert(text: Any) -> str:
-    """``text`` as something to show, never to act on: line breaks become a space, control
-    characters and bidi overrides are dropped. Every name and reason from the input goes
-    through it before a terminal or a Markdown document gets it."""
-    s = str(text)
+    """``text`` as something to show, never to act on: line breaks and tabs become a space,
+    control and format characters (C0/C1 controls, DEL, bidi overrides, zero-width
+    characters) are dropped, a lone surrogate becomes U+FFFD. Every name, attribute, path and
+    reason from the input goes through it before a terminal or a Markdown document gets it;
+    it is idempotent, and a printable string comes back unchanged (the fast path)."""
+    s = text if type(text) is str else str(text)
     if s.isprintable():
         return s
-    return _ACTIVE.sub("", _BREAKS.sub(" ", s))
+    s = _BREAKS.sub(" ", s)
+    if s.isprintable():
+        return s
+    return "".join(ch if ch.isprintable() else _drop(ch) for ch in s)
+
+
+def inert_lines(text: Any) -> str:
+    """A block of lines made by a library (a summary, a list of reasons) with each line
+    :func:`inert`: its own line breaks kept, nothing else acted on."""
+    return "\n".join(inert(line) for line in str(text).split("\n"))
+
+
+def inert_text(text: Any, style: str = "") -> Text:
+    """Input text for a Rich console or table: a :class:`rich.text.Text`, which Rich prints as
+    it is. A ``str`` given to Rich is parsed for markup (``[bold]``, ``[link=...]``, and
+    ``[/tool]`` raises MarkupError), has ``:smile:`` codes replaced with emoji and gets
+    highlighted (numbers, URLs); ``rich.markup.escape`` does not cover all of that (emoji
+    codes, highlighting). A Text is never parsed, so names are wrapped in one, always."""
+    return Text(inert(text), style=style)
+
+
+# Markdown (GitHub-flavoured, and the HTML it may contain) acts on these anywhere in a line:
+# emphasis, code, links and images, raw HTML and entities, table cells, headings and quotes,
+# strikethrough, math; each is written with a backslash, which Markdown shows as the character
+_MD_ACTIVE = re.compile(r"[\\`*_\[\]<>|#!~&$]")
+# the starts of the autolinks GitHub makes from bare text (http://..., www....): one character
+# of each escaped, so the text is not a link (it reads the same)
+_MD_AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(:)(?=//)|(?<![A-Za-z0-9])(www)(\.)", re.I)
+# what makes a list item, a setext underline or a thematic break at the start of a line
+# ("- x", "+ x", "1. x", "2) x", "===", "---"): escaped there, since the text can start a line
+# ('- ' + a name is a list item holding it); "-5%" or "0.0%" are left as they are
+_MD_LEAD = re.compile(r"^(\s*)(?:([-+])(?=\s|$)|(\d{1,9})(?=[.)](?:\s|$))|([-=])(?=[-=\s]*$))")
+
+
+def _md_lead(m: "re.Match[str]") -> str:
+    space, bullet, number, rule = m.groups()
+    return space + (number + "\\" if number else "\\" + (bullet or rule))
+
+
+def md_text(text: Any) -> str:
+    """Input text as inert Markdown: :func:`inert` (no controls, no line breaks), then every
+    character Markdown or its HTML acts on escaped, so it reads as the same literal text in
+    GitHub-flavoured Markdown, in a table cell (``|``), a list item or a paragraph: no tag
+    (``<img onerror=...>``), no link or image (``[x](javascript:...)``, ``<http://...>``,
+    bare ``http://``), no entity, no emphasis, heading, quote or list."""
+    s = _MD_ACTIVE.sub(r"\\\g<0>", inert(text))
+    s = _MD_AUTOLINK.sub(lambda m: "\\:" if m.group(1) else m.group(2) + "\\.", s)
+    return _MD_LEAD.sub(_md_lead, s, count=1)
+
+
+def md_code(text: Any, in_table: bool = False) -> str:
+    """Input text for a Markdown code block or code span, where backslashes are shown, not
+    read: :func:`inert`, and a backquote (it would close the code) shown as '. In a table
+    cell (``in_table``) a pipe is escaped too: GitHub splits cells at a bare ``|`` even
+    inside code, and reads ``\\|`` there as the character."""
+    s = inert(text).replace("`", "'")
+    return s.replace("|", "\\|") if in_table else s
 
 
 def typical_tasks(tasks: list) -> dict:

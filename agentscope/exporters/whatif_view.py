@@ -1,13 +1,12 @@
 """A what-if prediction (:class:`~agentscope.analyzers.whatif.Prediction`) as plain text for
 a terminal and as Markdown. Names from the input go through :func:`.views.inert` (and the
-Markdown escaping of :func:`.table._md`)."""
+Markdown escaping of :func:`.views.md_text`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .table import _md
-from .views import inert
+from .views import inert, md_code, md_text
 
 _STATS = (("mean", "mean_s"), ("p50", "p50_s"), ("p95", "p95_s"), ("p99", "p99_s"),
           ("makespan", "makespan_s"), ("tasks/h", "throughput_per_h"))
@@ -76,17 +75,17 @@ def text(p: Any, limit: int = 20) -> str:
 def markdown(p: Any, limit: int = 20) -> str:
     """The prediction as Markdown (a CI step summary, a pull request)."""
     stats, lanes, moved = _rows(p, limit)
-    out = [f"### What if: {_md(_change(p))}", "",
+    out = [f"### What if: {md_text(_change(p))}", "",
            f"{p.baseline.tasks} tasks, {p.selected_spans} spans sped up.", "",
            "| | recorded | predicted | change | naive |", "|---|---:|---:|---:|---:|"]
     out += ["| " + " | ".join(r) + " |" for r in stats]
     if lanes:
         out += ["", "| lane | tasks | mean | p95 | tasks/h |", "|---|---:|---:|---:|---:|"]
-        out += [f"| {_md(lane)} | {n} | {mean} | {p95} | {tput} |"
+        out += [f"| {md_text(lane)} | {n} | {mean} | {p95} | {tput} |"
                 for lane, n, mean, p95, tput in lanes]
     if moved:
         out += ["", "| trace | task | recorded | predicted |", "|---|---|---:|---:|"]
-        out += [f"| `{_md(t.trace_id)}` | {_md(t.name)} | {t.baseline_s:.3f} s | "
-                f"{t.predicted_s:.3f} s |" for t in moved]
-    out += ["", "Assumptions:", ""] + [f"- {_md(a)}" for a in p.assumptions]
+        out += [f"| `{md_code(t.trace_id, in_table=True)}` | {md_text(t.name)} | "
+                f"{t.baseline_s:.3f} s | {t.predicted_s:.3f} s |" for t in moved]
+    out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in p.assumptions]
     return "\n".join(out) + "\n"
