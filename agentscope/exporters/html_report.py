@@ -28,7 +28,6 @@ as text (``textContent``, attribute values set through the DOM), never as markup
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from importlib import resources
@@ -36,6 +35,7 @@ from typing import Any, Optional
 
 from .. import metric_names as mn
 from ..analysis import Analysis, iso_time
+from ..analysis.document import finite
 from ..analyzers.evidence import CLASSES
 from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
                                  guess_warning, partial_words, section_assumed)
@@ -196,7 +196,7 @@ def script_json(data: Any) -> str:
     try:
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:  # a NaN or infinity somewhere: null, which JSON.parse reads
-        text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"),
+        text = json.dumps(finite(data), ensure_ascii=False, separators=(",", ":"),
                           allow_nan=False)
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
                     ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
@@ -207,16 +207,6 @@ def script_json(data: Any) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def render(data: dict) -> str:
