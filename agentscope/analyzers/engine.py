@@ -103,9 +103,11 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
     # 4. per task: shares, bottleneck, confidence
     length = (end - start).astype(np.float64)
     n_tasks = len(heads)
+    # (float even when no task has a section: tasks whose spans all last 0 ns have none, and
+    # bincount then gives integers that the shares' division below cannot write into)
     totals = np.stack([np.bincount(task, length * sec_shares[:, c], n_tasks)
-                       for c in range(len(CLASSES))], axis=1) if n_tasks else \
-        np.zeros((0, len(CLASSES)))
+                       for c in range(len(CLASSES))], axis=1).astype(np.float64, copy=False) \
+        if n_tasks else np.zeros((0, len(CLASSES)))
     weight = np.bincount(task, length, n_tasks)
     quality = np.divide(np.bincount(task, length * sec_conf, n_tasks), weight,
                         out=np.zeros(n_tasks), where=weight > 0)

@@ -2,8 +2,33 @@
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
+
+
+class NotJSON(ValueError):
+    """Text that is not one JSON value, and why (a message without the text itself)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise NotJSON(f"{name} is not JSON")
+
+
+def strict_loads(text: "str | bytes") -> Any:
+    """``json.loads`` that takes JSON only: ``NaN`` and ``Infinity`` (which Python's reader
+    accepts and DuckDB's refuses) are not numbers, and a value nested deeper than Python's
+    recursion allows is a :class:`NotJSON` like any other, not a RecursionError."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise NotJSON("nested too deeply to read") from None
+    except json.JSONDecodeError as e:
+        raise NotJSON(f"{e.msg}, column {e.colno}") from None
+    except NotJSON:
+        raise
+    except ValueError as e:  # an integer of more digits than Python converts (4300)
+        raise NotJSON(str(e).split(";")[0]) from None
 
 
 class Line(NamedTuple):

@@ -8,14 +8,13 @@ total.
 
 from __future__ import annotations
 
-import json
 import math
 from json.encoder import encode_basestring_ascii as _q
 from typing import Iterator
 
 from ..errors import TraceFormatError
-from ..records import SampleRecord
-from .lines import iter_lines
+from ..records import SampleRecord, sample_problem
+from .lines import NotJSON, iter_lines, strict_loads
 from .naming import stem
 
 FILE_PREFIX = "samples-"
@@ -42,24 +41,47 @@ def encode(r: SampleRecord) -> str:
 
 
 def decode(text: str, path: str = "<string>", line: "int | None" = None) -> SampleRecord:
+    """Parse and validate one line; raise :class:`TraceFormatError` naming file, line and why
+    (records.sample_problem: a time past its column, a pid past 32 bits, text where a number
+    belongs, a number too large for a double)."""
     try:
-        obj = json.loads(text)
-    except ValueError as e:
-        raise TraceFormatError(path, line, f"not valid JSON ({e.msg}, column {e.colno})") from None
+        obj = strict_loads(text)
+    except NotJSON as e:
+        raise TraceFormatError(path, line, f"not valid JSON ({e})") from None
     if not isinstance(obj, dict):
         raise TraceFormatError(path, line, "expected a JSON object")
-    ts, metric, source, value = obj.get("ts_ns"), obj.get("metric"), obj.get("source"), obj.get("value")
+    ts, metric = obj.get("ts_ns"), obj.get("metric")
+    source, value = obj.get("source"), obj.get("value")
     if type(ts) is not int or ts < 0:
-        raise TraceFormatError(path, line, f"ts_ns must be a non-negative integer; got {ts!r}")
+        raise TraceFormatError(path, line,
+                               f"ts_ns must be a non-negative integer; got {_show(ts)}")
     if not isinstance(metric, str) or not metric:
-        raise TraceFormatError(path, line, f"metric must be a non-empty string; got {metric!r}")
+        raise TraceFormatError(path, line,
+                               f"metric must be a non-empty string; got {_show(metric)}")
     if not isinstance(source, str):
-        raise TraceFormatError(path, line, f"source must be a string; got {source!r}")
+        raise TraceFormatError(path, line, f"source must be a string; got {_show(source)}")
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise TraceFormatError(path, line, f"value must be a number or null; got {value!r}")
+        raise TraceFormatError(path, line, f"value must be a number or null; got {_show(value)}")
+    try:
+        number = float("nan") if value is None else float(value)
+    except OverflowError:
+        raise TraceFormatError(path, line, f"value {_show(value)} is too large for a number "
+                               "(a double)") from None
     pid = obj.get("pid")
-    return SampleRecord(ts, obj.get("host"), pid if type(pid) is int else None, source,
-                        obj.get("device"), metric, float("nan") if value is None else float(value))
+    record = SampleRecord(ts, obj.get("host"), pid if type(pid) is int else None, source,
+                          obj.get("device"), metric, number)
+    problem = sample_problem(record)
+    if problem:
+        raise TraceFormatError(path, line, problem)
+    return record
+
+
+def _show(value: object) -> str:
+    """A value in a problem's reason, short (see spanfile)."""
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def read(path: str, errors: "list[TraceFormatError] | None" = None) -> Iterator[SampleRecord]:

@@ -16,8 +16,9 @@ from json.encoder import encode_basestring_ascii as _q
 from typing import Any, Iterator, Mapping
 
 from ..errors import TraceFormatError
-from ..records import SpanEvent, SpanLink, SpanRecord
-from .lines import iter_lines
+from ..records import (INT_FIELDS, KINDS, MAX_EPOCH_NS, MIN_EPOCH_NS, STATUSES, SpanEvent,
+                       SpanLink, SpanRecord, span_problem, unit_problem)
+from .lines import NotJSON, iter_lines, strict_loads
 from .naming import stem
 
 FORMAT_VERSION = 1
@@ -31,23 +32,13 @@ def file_name(host: str, pid: int, ms: int, part: int = 0) -> str:
     started at ``ms`` (Unix ms); ``part`` > 0 for the files after the first (size limit)."""
     return f"{FILE_PREFIX}{stem(host, pid, ms)}{f'-{part}' if part else ''}{FILE_SUFFIX}"
 
-KINDS = ("internal", "server", "client", "producer", "consumer")
-STATUSES = ("unset", "ok", "error")
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 _HEX16 = re.compile(r"[0-9a-f]{16}\Z")
-_INT_FIELDS = ("pid", "tid", "thread_cpu_ns", "child_cpu_ns", "children", "vcsw", "ivcsw",
-               "minflt", "majflt", "child_majflt")
-
-# Epoch nanoseconds before this (1973-03-03) are almost surely another unit given as ns
-MIN_EPOCH_NS = 10**17
-
-
-def unit_problem(ns: int) -> "str | None":
-    """Why a timestamp that should be Unix epoch nanoseconds is not (None if it looks fine)."""
-    if ns >= MIN_EPOCH_NS or ns == 0:
-        return None
-    unit = "seconds" if ns < 10**11 else "milliseconds" if ns < 10**14 else "microseconds"
-    return f"timestamp {ns} looks like {unit} since the epoch, not nanoseconds"
+# the integer columns and their bounds: records.INT_FIELDS (re-exported names below are kept
+# for the importers and the store, which take them from here)
+_INT_FIELDS = tuple(field[0] for field in INT_FIELDS)
+__all__ = ["FIELDS", "FORMAT_VERSION", "KINDS", "MAX_EPOCH_NS", "MIN_EPOCH_NS", "STATUSES",
+           "decode", "encode", "encode_fields", "file_name", "read", "unit_problem"]
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False,
@@ -137,74 +128,129 @@ def encode(r: SpanRecord) -> str:
 
 
 def decode(text: str, path: str = "<string>", line: "int | None" = None) -> SpanRecord:
-    """Parse and validate one line; raise :class:`TraceFormatError` naming file, line and span."""
+    """Parse and validate one line; raise :class:`TraceFormatError` naming file, line and span.
+
+    Everything the store could not take, or the analysis could not compute with, is refused
+    here with its reason (records.span_problem): a value of the wrong type at any key, an
+    integer past its column, a time that is not epoch ns, a span with no start time. Lone
+    surrogates in strings (what ``os.fsdecode`` gives for a file name that is not UTF-8) are
+    taken: the store keeps them as U+FFFD."""
     try:
-        obj = json.loads(text)
-    except ValueError as e:
-        raise TraceFormatError(path, line, f"not valid JSON ({e.msg}, column {e.colno})") from None
+        obj = strict_loads(text)
+    except NotJSON as e:
+        raise TraceFormatError(path, line, f"not valid JSON ({e})") from None
     if not isinstance(obj, dict):
         raise TraceFormatError(path, line, f"expected a JSON object, found {type(obj).__name__}")
     span_id = obj.get("span_id")
-    sid = span_id if isinstance(span_id, str) else None
+    sid = span_id if isinstance(span_id, str) and _HEX16.match(span_id) else None
 
     def bad(reason: str) -> TraceFormatError:
         return TraceFormatError(path, line, reason, span_id=sid)
 
     trace_id = obj.get("trace_id")
     if not isinstance(trace_id, str) or not _HEX32.match(trace_id) or trace_id == "0" * 32:
-        raise bad(f"trace_id must be 32 lowercase hex digits, not all zero; got {trace_id!r}")
+        raise bad(f"trace_id must be 32 lowercase hex digits, not all zero; got {_show(trace_id)}")
     if not isinstance(span_id, str) or not _HEX16.match(span_id) or span_id == "0" * 16:
-        raise bad(f"span_id must be 16 lowercase hex digits, not all zero; got {span_id!r}")
+        raise bad(f"span_id must be 16 lowercase hex digits, not all zero; got {_show(span_id)}")
     parent = obj.get("parent_span_id")
     if parent is not None and (not isinstance(parent, str) or not _HEX16.match(parent)):
-        raise bad(f"parent_span_id must be null or 16 lowercase hex digits; got {parent!r}")
+        raise bad(f"parent_span_id must be null or 16 lowercase hex digits; got {_show(parent)}")
     name = obj.get("name")
-    if not isinstance(name, str):
-        raise bad(f"name must be a string; got {name!r}")
+    if name is None:
+        raise bad("name must be a string; got None")
     start, end = obj.get("start_ns"), obj.get("end_ns")
     for key, value in (("start_ns", start), ("end_ns", end)):
         if type(value) is not int or value < 0:
-            raise bad(f"{key} must be a non-negative integer (Unix epoch ns); got {value!r}")
+            raise bad(f"{key} must be a non-negative integer (Unix epoch ns); got {_show(value)}")
     if end < start:
         raise bad(f"end_ns {end} is before start_ns {start}")
-    units = unit_problem(start)
-    if units:
-        raise bad(f"start_ns: {units}")
     kind = obj.get("kind", "internal")
     if kind not in KINDS:
-        raise bad(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+        raise bad(f"kind must be one of {', '.join(KINDS)}; got {_show(kind)}")
     status = obj.get("status", "unset")
     if status not in STATUSES:
-        raise bad(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+        raise bad(f"status must be one of {', '.join(STATUSES)}; got {_show(status)}")
     ints = {}
     for key in _INT_FIELDS:
         value = obj.get(key)
         if value is not None and type(value) is not int:
-            raise bad(f"{key} must be an integer or null; got {value!r}")
+            raise bad(f"{key} must be an integer or null; got {_show(value)}")
         ints[key] = value
     attrs = obj.get("attrs")
     if attrs is None:
         attrs = {}
     elif not isinstance(attrs, dict):
-        raise bad("attrs must be a JSON object")
-    events = tuple(SpanEvent(str(e.get("name", "")), int(e.get("time_ns", 0)), e.get("attrs") or {})
-                   for e in (obj.get("events") or ()) if isinstance(e, dict))
-    links = tuple(SpanLink(str(k.get("trace_id", "")), str(k.get("span_id", "")),
-                           k.get("attrs") or {})
-                  for k in (obj.get("links") or ()) if isinstance(k, dict))
-    stage = obj.get("stage")
-    return SpanRecord(
-        trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
-        stage=stage if isinstance(stage, str) else None, kind=kind,
-        start_ns=start, end_ns=end, status=status,
-        status_message=_opt_str(obj.get("status_message")),
-        service=_opt_str(obj.get("service")), host=_opt_str(obj.get("host")),
-        attrs=attrs, events=events, links=links, **ints,
-    )
+        raise bad(f"attrs must be a JSON object; got {_show(attrs)}")
+    texts = {}
+    for key in ("name", "stage", "status_message", "service", "host"):
+        value = obj.get(key)
+        if value is None or isinstance(value, str):
+            texts[key] = value
+            continue
+        try:
+            texts[key] = _json_text(value)
+        except RecursionError:
+            raise bad(f"{key} is nested too deeply to read") from None
+    try:
+        events = tuple(_event(e) for e in _array(obj.get("events"), "events"))
+        links = tuple(_link(k) for k in _array(obj.get("links"), "links"))
+    except ValueError as e:
+        raise bad(str(e)) from None
+    record = SpanRecord(
+        trace_id=trace_id, span_id=span_id, parent_span_id=parent, kind=kind,
+        start_ns=start, end_ns=end, status=status, attrs=attrs, events=events, links=links,
+        **texts, **ints)
+    problem = span_problem(record)  # the bounds: times, integer columns
+    if problem:
+        raise bad(problem)
+    return record
 
 
-def _opt_str(value: Any) -> "str | None":
-    return None if value is None else str(value)
+def _show(value: Any) -> str:
+    """A value in a problem's reason, short: a corrupt line can hold megabytes or nesting
+    that ``repr`` cannot walk."""
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _json_text(value: Any) -> str:
+    """Another JSON value where a string belongs, as its JSON text: what DuckDB's reader
+    makes of it in a text column (the fast path), so both paths store the same."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _array(value: Any, key: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{key} must be a JSON array; got {_show(value)}")
+    return value
+
+
+def _event(e: Any) -> SpanEvent:
+    if not isinstance(e, dict):
+        raise ValueError(f"an event must be a JSON object; got {_show(e)}")
+    name, time_ns, attrs = e.get("name"), e.get("time_ns"), e.get("attrs")
+    if not isinstance(name, str) or type(time_ns) is not int:
+        raise ValueError("an event must have a string name and an integer time_ns; got "
+                         f"{_show(name)}, {_show(time_ns)}")
+    if attrs is not None and not isinstance(attrs, dict):
+        raise ValueError(f"an event's attrs must be a JSON object; got {_show(attrs)}")
+    return SpanEvent(name, time_ns, attrs or {})
+
+
+def _link(k: Any) -> SpanLink:
+    if not isinstance(k, dict):
+        raise ValueError(f"a link must be a JSON object; got {_show(k)}")
+    trace_id, span_id, attrs = k.get("trace_id"), k.get("span_id"), k.get("attrs")
+    if not isinstance(trace_id, str) or not isinstance(span_id, str):
+        raise ValueError("a link must have string trace_id and span_id; got "
+                         f"{_show(trace_id)}, {_show(span_id)}")
+    if attrs is not None and not isinstance(attrs, dict):
+        raise ValueError(f"a link's attrs must be a JSON object; got {_show(attrs)}")
+    return SpanLink(trace_id, span_id, attrs or {})
 
 
 def read(path: str, errors: "list[TraceFormatError] | None" = None) -> Iterator[SpanRecord]:

@@ -11,6 +11,7 @@ reason, and the callers show it: nothing is passed over in silence.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -22,6 +23,9 @@ from . import otlp
 HEAD_BYTES = importers.HEAD_BYTES
 UNKNOWN = "not a known trace format"
 BROKEN = "cannot read: "
+RESCAN_LINES = 8  # lines after a first one in no known format that may still name the format
+TAIL_BYTES = 4096  # the end of what was loaded of a file, remembered to see it rewritten
+RESCAN_BYTES = 1 << 20  # ... looked for this far past the head when the first line is longer
 
 
 @dataclasses.dataclass
@@ -121,6 +125,44 @@ def _first_line_is_a_request(head: bytes, path: Path) -> bool:
         return False
 
 
+def _after_first_line(path: Path, head: bytes) -> bytes:
+    """The head of a file from its first line on (``head`` when that line runs past
+    RESCAN_BYTES): for a file whose first line is too long to see past in its head."""
+    try:
+        _, more = compressed.read_head(path, HEAD_BYTES + RESCAN_BYTES)
+    except (OSError, compressed.CompressedError):
+        return head
+    cut = more.find(b"\n")
+    return head if cut < 0 else more[:cut + 1 + HEAD_BYTES]
+
+
+def rewritten(src: Source, loaded: int, before: "list | tuple", st: os.stat_result) -> bool:
+    """Whether a file loaded up to ``loaded`` bytes was rewritten rather than appended to:
+    it is shorter, or the same size with a new modification time, or the end of what was
+    loaded changed (``before``: the size, mtime and tail hash the last load saw; None where
+    a store from before they were kept has none)."""
+    size, mtime, tail = before
+    if st.st_size < loaded:
+        return True
+    if size is not None and mtime is not None and st.st_size == size \
+            and st.st_mtime_ns != mtime:
+        return True
+    if tail is not None and src.incremental and st.st_size > loaded:
+        try:
+            return tail_hash(src.path, loaded) != tail
+        except OSError:
+            return False
+    return False
+
+
+def tail_hash(path: "str | os.PathLike[str]", end: int) -> str:
+    """A hash of the TAIL_BYTES of a file before ``end``."""
+    start = max(0, end - TAIL_BYTES)
+    with open(path, "rb") as f:
+        f.seek(start)
+        return hashlib.blake2b(f.read(end - start), digest_size=8).hexdigest()
+
+
 def ends_with_newline(path: Path) -> bool:
     """Whether the file's last byte is a newline (False for an empty or unreadable file)."""
     try:
@@ -162,6 +204,23 @@ def detect(path: Path) -> tuple:
     importer = importers.detect(head, inner)
     if importer is not None:
         return importer.name, comp, ""
+    # a line-delimited file whose first lines are broken (cut, overwritten, not records of
+    # the format) is still known by a line after them: the bad lines are then problems with
+    # their numbers, and the rest loads
+    rest = head.lstrip()
+    document = path.suffix.lower() in DOCUMENT_SUFFIXES or path.name in DOCUMENT_NAMES
+    if not document and b"\n" not in rest and len(head) >= HEAD_BYTES:
+        rest = _after_first_line(path, rest)
+    for _ in range(0 if document else RESCAN_LINES):
+        _, newline, rest = rest.partition(b"\n")
+        rest = rest.lstrip()
+        if not newline or not rest:
+            break
+        if otlp.looks_like_otlp(rest):
+            return ("otlp-lines" if comp is None else "otlp"), comp, ""
+        importer = importers.detect(rest, inner)
+        if importer is not None:
+            return importer.name, comp, ""
     stripped = head.lstrip()[:4096]
     for marker, what in ((b'"resourceMetrics"', "OTLP metrics"), (b'"resource_metrics"',
                          "OTLP metrics"), (b'"resourceLogs"', "OTLP logs"),

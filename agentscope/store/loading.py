@@ -8,7 +8,14 @@
   read whole by their reader (formats/importers/) into records, when new or changed.
 * Files are append-only: a file seen before is loaded from where the last load stopped (its
   last complete line); a torn last line waits for its newline. Spans are unique by
-  (trace_id, span_id): a span seen again is counted as a duplicate and skipped.
+  (trace_id, span_id): a span seen again is counted as a duplicate and skipped. A file that
+  was rewritten instead (shorter than what was loaded, its loaded part changed, or the same
+  size with a new modification time: a user fixed a bad line) is loaded again from its start,
+  what it gave before forgotten.
+* Bad input is quarantined, never stored and never raised (docs/bad-input.md): every record
+  passes :func:`~agentscope.records.span_problem` (the SQL checks below are the same rules),
+  and each file's load is one transaction: a file the store still refuses is rolled back and
+  named as a problem, and the rest loads. Problems of files that are gone are forgotten.
 """
 
 from __future__ import annotations
@@ -17,38 +24,41 @@ import contextlib
 import dataclasses
 import os
 import tempfile
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 import duckdb
 
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, message_of
 from ..formats import samplefile, spanfile
-from ..formats.spanfile import MIN_EPOCH_NS
-from ..records import SpanRecord
-from . import otlp_arrow
-from .inputs import Source, ends_with_newline, find
 from ..formats.lines import numbered_lines
+from ..records import MAX_COUNT, MAX_EPOCH_NS, MIN_EPOCH_NS
+from . import otlp_arrow
+from .inputs import Source, ends_with_newline, find, rewritten, tail_hash
 from .otlp import otlp_lines
-from .rows import chunks, placeholders, span_row
-from .whole import WholeFiles
+from .rows import (MAX_DEPTH, chunks, db_text, placeholders, sample_rows, span_rows,
+                   stored)
 from .schema import SAMPLE_COLUMNS, SPAN_COLUMNS, sql
+from .whole import WholeFiles
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
 
-_VALID_SPAN = """
-    trace_id IS NOT NULL AND regexp_full_match(trace_id, '[0-9a-f]{32}')
-    AND trace_id <> '00000000000000000000000000000000'
-    AND span_id IS NOT NULL AND regexp_full_match(span_id, '[0-9a-f]{16}')
-    AND span_id <> '0000000000000000'
-    AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{16}'))
-    AND name IS NOT NULL AND (start_ns >= MIN_EPOCH_NS OR start_ns = 0)
-    AND end_ns >= start_ns
-    AND kind IN ('internal', 'server', 'client', 'producer', 'consumer')
-    AND status IN ('unset', 'ok', 'error')
-"""
-_VALID_SPAN = _VALID_SPAN.replace("MIN_EPOCH_NS", str(MIN_EPOCH_NS))
-_VALID_SAMPLE = "ts_ns >= 0 AND metric IS NOT NULL AND metric <> '' AND source IS NOT NULL"
+# the counters of a LoadReport that a rolled-back transaction puts back
+_COUNTS = ("files_loaded", "spans_added", "samples_added", "duplicates")
 
+
+# The rules of records.span_problem / sample_problem in SQL (store/sql/valid_spans.sql,
+# valid_samples.sql): a row of our files that passes them can be stored as DuckDB read it.
+_BOUNDS = {"min_epoch_ns": MIN_EPOCH_NS, "max_epoch_ns": MAX_EPOCH_NS, "max_count": MAX_COUNT,
+           "max_depth": MAX_DEPTH, "max_depth_2": 2 * MAX_DEPTH,
+           "list_depth": MAX_DEPTH + 2, "list_depth_2": 2 * (MAX_DEPTH + 2)}
+_VALID_SPAN = sql("valid_spans.sql").format(**_BOUNDS)
+_VALID_SAMPLE = sql("valid_samples.sql").format(**_BOUNDS)
+# what DuckDB raises on input it cannot read: its own errors, and UnicodeDecodeError when its
+# message quotes bytes of the input that are not UTF-8 (the binding cannot make the message a
+# str: the input's problem, not ours). The reader that names each bad line then takes over.
+_READ_ERRORS = (duckdb.Error, UnicodeDecodeError)
+# the columns read as JSON by the fast path (the store keeps their text)
+_JSON_COLUMNS = ("attrs", "events", "links")
 
 
 @dataclasses.dataclass
@@ -84,6 +94,7 @@ class Loader(WholeFiles):
     def __init__(self, store: Any) -> None:
         self.con = store.con
         self._x = store._x
+        self._seen: dict = {}  # file_id -> (size, mtime_ns) when this load looked at it
 
     def load(self, trace_dir: "str | os.PathLike[str]",
              progress: Optional[Callable[[int], None]] = None,
@@ -92,15 +103,17 @@ class Loader(WholeFiles):
         ``found`` is what :func:`sources` returned for it, if the caller already looked."""
         report = LoadReport()
         found, report.skipped = found if found is not None else sources(trace_dir)
+        self._forget_vanished(found, report.skipped)
         for s in report.skipped:  # a file that could not be read at all: a problem too
             if s.broken:
-                problem = TraceFormatError(str(s.path), None, s.reason)
+                problem = stored(TraceFormatError(str(s.path), None, s.reason))
                 self._x("DELETE FROM load_problems WHERE path = ?", [problem.path])
                 self._x("INSERT INTO load_problems VALUES (?, NULL, NULL, ?, false)",
                         [problem.path, problem.reason])
                 report.problems.append(problem)
-        known = {path: (fid, loaded, lines, fmt) for fid, path, loaded, lines, fmt in self._x(
-            "SELECT file_id, path, loaded_bytes, loaded_lines, format FROM loaded_files")}
+        known = {path: row for path, *row in self._x(
+            "SELECT path, file_id, loaded_bytes, loaded_lines, format, size, mtime_ns, "
+            "tail_hash FROM loaded_files")}
         next_id = self._x("SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
         span_file_ids: list = []
         whole: dict = {"spans": [], "samples": []}  # new files that end with a newline
@@ -111,14 +124,25 @@ class Loader(WholeFiles):
         for src in found:
             report.files_seen += 1
             report.formats[src.format] = report.formats.get(src.format, 0) + 1
-            size = src.path.stat().st_size
-            row = known.get(src.rel)
+            try:
+                st = src.path.stat()
+            except OSError as e:  # gone since it was found, or unreadable
+                report.problems.append(stored(TraceFormatError(
+                    str(src.path), None, f"cannot read: {e.strerror or e}")))
+                continue
+            size = st.st_size
+            known_row = known.get(db_text(src.rel))
+            row = None if known_row is None else tuple(known_row[:4])
             if row is not None and row[3] != src.format:
                 # read another way than last time (an OTLP file whose first line was still
                 # being written then): what it gave before is replaced, from its start
                 self._forget(row[0], src)
                 self._x("UPDATE loaded_files SET format = ? WHERE file_id = ?",
                         [src.format, row[0]])
+                row = (row[0], 0, 0, src.format)
+            elif row is not None and row[1] > 0 and rewritten(src, row[1], known_row[4:], st):
+                # a user fixed a line, or the file was replaced: read again from its start
+                self._forget(row[0], src)
                 row = (row[0], 0, 0, src.format)
             if row is not None and row[1] >= size:
                 report.files_unchanged += 1
@@ -128,10 +152,11 @@ class Loader(WholeFiles):
             if row is None:
                 row = (next_id, 0, 0, src.format)
                 next_id += 1
-                new_files.append((row[0], src.rel, src.format))
-                stale.append(str(src.path))  # e.g. "cannot read" from when it was broken
+                new_files.append((row[0], db_text(src.rel), src.format))
+                stale.append(db_text(str(src.path)))  # e.g. "cannot read" from when it was broken
+            self._seen[row[0]] = (size, st.st_mtime_ns)
             if (src.format in whole and src.incremental and row[1] == 0
-                    and ends_with_newline(src.path)):
+                    and _plain_path(src) and ends_with_newline(src.path)):
                 whole[src.format].append((src, row[0], size))
             elif not src.incremental:
                 if row[1] > 0:
@@ -146,7 +171,8 @@ class Loader(WholeFiles):
             self._x(f"DELETE FROM load_problems WHERE path IN ({', '.join('?' * len(chunk))})",
                     chunk)
         for chunk in chunks(new_files):  # a statement per many new files (thousands of them)
-            self._x("INSERT INTO loaded_files SELECT *, 0, 0, 0, 0, current_timestamp FROM "
+            self._x("INSERT INTO loaded_files (file_id, path, format, loaded_bytes, "
+                    "loaded_lines, records, problems) SELECT *, 0, 0, 0, 0 FROM "
                     f"(VALUES {placeholders(chunk)})", [v for row in chunk for v in row])
         for fmt, files in whole.items():
             for batch in _groups(files, BATCH_BYTES):  # a progress step per group of files
@@ -154,10 +180,7 @@ class Loader(WholeFiles):
                                                       span_file_ids))
         self._load_read_whole(read_whole_files, report, progress, span_file_ids)
         for src, (file_id, offset, lines_before, _), size in pending:
-            added, dups, used, lines, problems = self._load_file(src, file_id, offset,
-                                                                 lines_before, size)
-            self._account(report, src, file_id, added, dups, used, lines, problems,
-                          span_file_ids)
+            self._load_one(src, file_id, offset, lines_before, size, report, span_file_ids)
             if progress:
                 progress(size)
         if span_file_ids:  # stages from conventions: the rules of semconv.STAGE_RULES
@@ -165,12 +188,86 @@ class Loader(WholeFiles):
             self._x(stage_sql(sql("stages_from_conventions.sql")), {"file_ids": span_file_ids})
         return report
 
+    @contextlib.contextmanager
+    def _transaction(self, report: Optional[LoadReport] = None,
+                     span_file_ids: Optional[list] = None):
+        """One file's (or one batch's) changes to the store, all or none: a failure part way
+        leaves the store as it was before (nothing half-loaded stays to be analysed), and
+        ``report`` and ``span_file_ids`` as they were too."""
+        counts = None if report is None else [getattr(report, f) for f in _COUNTS]
+        problems = None if report is None else len(report.problems)
+        ids = None if span_file_ids is None else len(span_file_ids)
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(*_READ_ERRORS):  # an error may have ended it already
+                self.con.execute("ROLLBACK")
+            if report is not None:
+                for field, value in zip(_COUNTS, counts):
+                    setattr(report, field, value)
+                del report.problems[problems:]
+            if span_file_ids is not None:
+                del span_file_ids[ids:]
+            raise
+        self.con.execute("COMMIT")
+
+    def _load_one(self, src: Source, file_id: int, offset: int, lines_before: int, size: int,
+                  report: LoadReport, span_file_ids: list) -> None:
+        """One file from ``offset``: read and checked first (:meth:`_prepare`), then inserted
+        and accounted in one transaction. A file whose load fails part way is rolled back
+        and named as a problem (:meth:`_quarantine`). (DuckDB ends a transaction at its first
+        error, so what may fail on bad input, reading it, runs before the transaction.)"""
+        try:
+            try:
+                insert, used, lines, problems = self._prepare(src, file_id, offset,
+                                                              lines_before, size)
+                with self._transaction(report, span_file_ids):
+                    added, dups = insert()
+                    self._account(report, src, file_id, added, dups, used, lines, problems,
+                                  span_file_ids)
+            finally:
+                self._x("DROP TABLE IF EXISTS staging")
+        except Exception as e:  # noqa: BLE001 - bad input must never stop the load
+            self._quarantine(report, src, file_id, size, e, span_file_ids)
+
+    def _quarantine(self, report: LoadReport, src: Source, file_id: int, size: int,
+                    error: Exception, span_file_ids: list) -> None:
+        """A file that could not be loaded (what it added rolled back): one problem naming it
+        and why, and marked as read up to ``size`` so that it is tried again only when it
+        changes. The reason is DuckDB's (or Python's) message, decoded leniently: such a
+        message can hold bytes of the input that are not UTF-8."""
+        why = message_of(error)
+        problem = TraceFormatError(str(src.path), None, f"not loaded: {why}")
+        try:
+            with self._transaction(report, span_file_ids):
+                self._account(report, src, file_id, 0, 0, size, 0, [problem], span_file_ids)
+        except Exception:  # noqa: BLE001 - the store takes nothing now: say it, go on
+            report.problems.append(stored(problem))
+
+    def _forget_vanished(self, found: list, skipped: list) -> None:
+        """Forget the problems of files that no longer exist: a bad file the user deleted no
+        longer fails the analysis (what it loaded stays, as the spans of any removed file
+        do: the store keeps what it was given). A store can hold several sources' files, so
+        a file is gone when it is not on disk, not merely absent from this source; a name
+        kept with ``\\x`` escapes (not UTF-8: rows.db_text) cannot be looked up, and stays
+        unless this source still has it."""
+        paths = [p for (p,) in self._x("SELECT DISTINCT path FROM load_problems")]
+        present = {db_text(str(s.path)) for s in found}
+        present.update(db_text(str(s.path)) for s in skipped if s.path is not None)
+        gone = [p for p in paths if p not in present and "\\x" not in p
+                and not os.path.lexists(p)]
+        for chunk in chunks(gone):
+            self._x(f"DELETE FROM load_problems WHERE path IN ({', '.join('?' * len(chunk))})",
+                    chunk)
+
     def _forget(self, file_id: int, src: Source) -> None:
         """Drop what a file loaded before: its spans, its problems, its counts."""
         self._x("DELETE FROM spans WHERE file_id = ?", [file_id])
         self._x("DELETE FROM samples WHERE file_id = ?", [file_id])
-        self._x("DELETE FROM load_problems WHERE path = ?", [str(src.path)])
-        self._x("UPDATE loaded_files SET records = 0, problems = 0 WHERE file_id = ?", [file_id])
+        self._x("DELETE FROM load_problems WHERE path = ?", [db_text(str(src.path))])
+        self._x("UPDATE loaded_files SET records = 0, problems = 0, loaded_bytes = 0, "
+                "loaded_lines = 0, tail_hash = NULL WHERE file_id = ?", [file_id])
 
     def _account(self, report: LoadReport, src: Source, file_id: int, added: int, dups: int,
                  used: int, lines: int, problems: list, span_file_ids: list) -> None:
@@ -179,11 +276,22 @@ class Loader(WholeFiles):
         self._account_many(report, [(src, file_id, spans, samples, dups, used, lines, problems)],
                            span_file_ids)
 
+    def _fingerprint(self, src: Source, file_id: int, used: int) -> tuple:
+        """(size, mtime_ns, hash of the last TAIL_BYTES before ``used``) of a file as this
+        load found it: the next load tells an append from a rewrite by them."""
+        size, mtime = self._seen.get(file_id, (None, None))
+        tail = None
+        if src.incremental and used > 0:
+            with contextlib.suppress(OSError):
+                tail = tail_hash(src.path, used)
+        return size, mtime, tail
+
     def _load_whole_files(self, fmt: str, batch: list, report: LoadReport,
                           progress: Optional[Callable[[int], None]],
                           span_file_ids: list) -> list:
         """The fast path: new files of our own format, in one parallel read_json. Files with any
-        line it cannot take or that fails validation are returned for the per-file path."""
+        line it cannot take or that fails validation are returned for the per-file path, and
+        so is the whole batch if its insert fails (each file is then tried on its own)."""
         if not batch:
             return []
         spans = fmt == "spans"
@@ -194,32 +302,42 @@ class Loader(WholeFiles):
             self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
                     "format = 'newline_delimited', columns = " + _struct(columns) + ", "
                     "filename = '_file', maximum_object_size = 67108864)", [list(by_name)])
-        except duckdb.Error:
+        except _READ_ERRORS:
             return _pending(batch)  # some file has a line DuckDB cannot read
+        done: list = []
+        retry: list = []
         try:
             counts = {name: (rows, bad) for name, rows, bad in self._x(
-                f"SELECT _file, count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
-                "FROM staging GROUP BY _file")}
+                f"SELECT _file, count(*), count(*) FILTER (WHERE NOT coalesce({valid}, "
+                "false)) FROM staging GROUP BY _file")}
             retry = [name for name in by_name if counts.get(name, (0, 0))[1] > 0]
             if retry:
                 self._x("DELETE FROM staging WHERE _file IN (SELECT unnest(?))", [retry])
-            self._x("CREATE OR REPLACE TEMP TABLE staging_files (_file VARCHAR, file_id INTEGER)")
+            self._x("CREATE OR REPLACE TEMP TABLE staging_files "
+                    "(_file VARCHAR, file_id INTEGER)")
             keep = [[name, fid] for name, (_, fid, _) in by_name.items() if name not in retry]
             if keep:
                 self.con.executemany("INSERT INTO staging_files VALUES (?, ?)", keep)
-            added_by_file = self._insert_staging_files(spans) if keep else {}
-            for name, (src, fid, size) in by_name.items():
-                if name in retry:
-                    continue
-                rows = counts.get(name, (0, 0))[0]
-                added = added_by_file.get(fid, 0)
-                self._account(report, src, fid, added, rows - added, size, rows, [],
-                              span_file_ids)
-                if progress:
-                    progress(size)
+            with self._transaction(report, span_file_ids):
+                added_by_file = self._insert_staging_files(spans) if keep else {}
+                accounts = []
+                for name, (src, fid, size) in by_name.items():
+                    if name in retry:
+                        continue
+                    rows = counts.get(name, (0, 0))[0]
+                    added = added_by_file.get(fid, 0)
+                    accounts.append((src, fid, 0 if not spans else added,
+                                     added if not spans else 0, rows - added, size, rows, []))
+                    done.append(size)
+                self._account_many(report, accounts, span_file_ids)
+        except _READ_ERRORS:  # the batch as a whole: each file on its own instead
+            return _pending(batch)
         finally:
             self._x("DROP TABLE IF EXISTS staging")
             self._x("DROP TABLE IF EXISTS staging_files")
+        if progress:
+            for size in done:
+                progress(size)
         return _pending([item for name, item in by_name.items() if name in retry])
 
     def _insert_staging_files(self, spans: bool) -> dict:
@@ -234,9 +352,12 @@ class Loader(WholeFiles):
         return dict(self._x("SELECT file_id, count(*) FROM spans WHERE file_id IN "
                             "(SELECT file_id FROM staging_files) GROUP BY ALL"))
 
-    def _load_file(self, src: Source, file_id: int, offset: int, lines_before: int,
-                   size: int) -> tuple:
-        """Load from ``offset``; returns (added, duplicates, bytes used, lines, problems)."""
+    def _prepare(self, src: Source, file_id: int, offset: int, lines_before: int,
+                 size: int) -> tuple:
+        """Read a file from ``offset`` and check it, outside any transaction: (a function
+        that inserts what it holds and returns (added, duplicates), bytes used, lines,
+        problems). What is inserted is either the temp table ``staging`` (DuckDB or pyarrow
+        read the lines and they passed the checks) or rows the Python readers made."""
         with open(src.path, "rb") as f:
             f.seek(offset)
             data = f.read(size - offset)
@@ -251,33 +372,33 @@ class Loader(WholeFiles):
                 "torn last line (no newline yet: the writer stopped mid-write or is writing); "
                 "not loaded", torn=True))
         if not complete:
-            return 0, 0, offset, lines_before, problems
+            return (lambda: (0, 0)), offset, lines_before, problems
+        used, lines = offset + cut, lines_before + n_lines
+        spans = src.format != "samples"
         if src.format == "otlp-lines":
-            staged = self._stage_otlp_fast(src, complete, offset == 0 and not rest)
-            if staged is not None:
-                try:
-                    added, dups = self._insert_staging(file_id, True)
-                finally:
-                    self._x("DROP TABLE IF EXISTS staging")
-                return added, dups, offset + cut, lines_before + n_lines, problems
-            errors = []
-            records = list(otlp_lines(complete, str(src.path), lines_before, errors))
-            added, dups = self._insert_records(records, file_id)
-            return added, dups, offset + cut, lines_before + n_lines, problems + errors
-        added, dups, slow_problems = self._load_lines(src, file_id, complete, lines_before)
-        return added, dups, offset + cut, lines_before + n_lines, problems + slow_problems
+            if self._stage_otlp_fast(src, complete, offset == 0 and not rest) is not None:
+                return (lambda: self._insert_staging(file_id, True)), used, lines, problems
+            path = str(src.path)
+            # (each record checked by otlp_common.record, with its line and place)
+            rows = span_rows(otlp_lines(complete, path, lines_before, problems), file_id, path,
+                             problems)
+            return (lambda: self._insert_rows(rows, file_id)), used, lines, problems
+        if self._stage_lines(src, complete):
+            return (lambda: self._insert_staging(file_id, spans)), used, lines, problems
+        insert = self._slow_path(src, file_id, complete, lines_before, problems)
+        return insert, used, lines, problems
 
     def _stage_otlp_fast(self, src: Source, complete: bytes, whole_file: bool) -> Optional[int]:
         """Try the pyarrow fast path for OTLP lines (see store/otlp_arrow.py)."""
-        if whole_file:
+        if whole_file and _plain_path(src):
             return otlp_arrow.stage(self.con, str(src.path), complete)
         with _temp_jsonl(complete) as tmp:
             return otlp_arrow.stage(self.con, tmp, complete)
 
-    def _load_lines(self, src: Source, file_id: int, complete: bytes,
-                    lines_before: int) -> tuple:
-        """Complete lines of one of our files: DuckDB if every line loads and validates, else
-        the validating reader, which names each bad line."""
+    def _stage_lines(self, src: Source, complete: bytes) -> bool:
+        """Complete lines of one of our files into the temp table ``staging`` with DuckDB's
+        reader: True if every line loads and passes the checks (else the validating reader
+        takes the file, and names each bad line)."""
         spans = src.format == "spans"
         columns = SPAN_COLUMNS if spans else SAMPLE_COLUMNS
         valid = _VALID_SPAN if spans else _VALID_SAMPLE
@@ -289,19 +410,18 @@ class Loader(WholeFiles):
                 rows, bad = self._x(
                     f"SELECT count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
                     "FROM staging")[0]
-            except duckdb.Error:
+            except _READ_ERRORS:
                 rows, bad = 0, 1
-            try:
-                if bad == 0 and rows == complete.count(b"\n"):
-                    added, dups = self._insert_staging(file_id, spans)
-                    return added, dups, []
-            finally:
-                self._x("DROP TABLE IF EXISTS staging")
-        return self._slow_path(src, file_id, complete, lines_before, spans)
+        if bad == 0 and rows == complete.count(b"\n"):
+            return True
+        self._x("DROP TABLE IF EXISTS staging")
+        return False
 
     def _insert_staging(self, file_id: int, spans: bool) -> tuple:
         if not spans:
-            n = self._x(f"INSERT INTO samples SELECT *, {int(file_id)} FROM staging")[0][0]
+            columns = ", ".join(SAMPLE_COLUMNS)
+            n = self._x(f"INSERT INTO samples SELECT {columns}, {int(file_id)} "
+                        "FROM staging")[0][0]
             return n, 0
         total = self._x("SELECT count(*) FROM staging")[0][0]
         added = self._insert_spans(str(int(file_id)))
@@ -327,23 +447,26 @@ class Loader(WholeFiles):
             {new}""")[0][0]
 
     def _slow_path(self, src: Source, file_id: int, complete: bytes, lines_before: int,
-                   spans: bool) -> tuple:
-        problems: list = []
+                   problems: list) -> Callable[[], tuple]:
+        """Our lines read by the validating reader (each bad line a problem in ``problems``):
+        a function that inserts the good ones."""
+        spans = src.format == "spans"
         fmt = spanfile if spans else samplefile
+        path = str(src.path)
         records = []
         for number, text in numbered_lines(complete, lines_before):
             try:
-                records.append(fmt.decode(text, str(src.path), number))
+                records.append(fmt.decode(text, path, number))
             except TraceFormatError as e:
                 problems.append(e)
         if spans:
-            added, dups = self._insert_records(records, file_id)
-        else:
-            added, dups = self._insert_samples(records, file_id), 0
-        return added, dups, problems
+            rows = span_rows(records, file_id, path, problems)
+            return lambda: self._insert_rows(rows, file_id)
+        samples = sample_rows(records, path, problems)
+        return lambda: (self._insert_sample_rows(samples, file_id), 0)
 
-    def _insert_records(self, records: Iterable[SpanRecord], file_id: int) -> tuple:
-        rows = [span_row(r) + (file_id,) for r in records]
+    def _insert_rows(self, rows: list, file_id: int) -> tuple:
+        """Insert span rows (:func:`span_rows`): (added, duplicates)."""
         if not rows:
             return 0, 0
         self._stage_span_rows(rows)
@@ -365,21 +488,36 @@ class Loader(WholeFiles):
         finally:
             self.con.unregister("incoming")
 
-    def _insert_samples(self, records: list, file_id: int) -> int:
-        """Insert sample records (one frame: DuckDB's executemany costs 0.6 ms a row)."""
-        if not records:
+    def _insert_samples(self, records: list, file_id: int, path: str = "",
+                        problems: Optional[list] = None) -> int:
+        """Insert sample records; one the store cannot take (rows.sample_row) is a problem
+        in ``problems`` instead."""
+        return self._insert_sample_rows(sample_rows(records, path, problems), file_id)
+
+    def _insert_sample_rows(self, rows: list, file_id: int) -> int:
+        """Insert sample rows (one frame: DuckDB's executemany costs 0.6 ms a row)."""
+        if not rows:
             return 0
         import pandas as pd
 
-        self.con.register("incoming_samples", pd.DataFrame(records,
-                                                           columns=list(SAMPLE_COLUMNS)))
+        self.con.register("incoming_samples", pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS)))
         try:
             self._x("INSERT INTO samples SELECT "
                     + ", ".join(f"CAST({c} AS {t})" for c, t in SAMPLE_COLUMNS.items())
                     + f", {int(file_id)} FROM incoming_samples")
         finally:
             self.con.unregister("incoming_samples")
-        return len(records)
+        return len(rows)
+
+
+def _plain_path(src: Source) -> bool:
+    """Whether DuckDB and pyarrow can open the file by its name (a name that is not UTF-8
+    cannot be passed to them: such a file is read by Python)."""
+    try:
+        str(src.path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -415,4 +553,7 @@ def _pending(batch: list) -> list:
 
 
 def _struct(columns: dict) -> str:
-    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
+    """The ``columns`` argument of read_json: the table's types, but JSON for attributes,
+    events and links (a JSON string there must stay a string, not pass for an object)."""
+    return "{" + ", ".join(f"'{k}': '{'JSON' if k in _JSON_COLUMNS else v}'"
+                           for k, v in columns.items()) + "}"

@@ -40,8 +40,9 @@ def read(path: str, errors: list) -> Iterator[SpanRecord]:
 
 def otlp_records(data: bytes, path: str, errors: list):
     """The spans of an OTLP/JSON file's content: one request, or one request per line. A
-    document that is not valid JSON and whose first line is not a complete request either is
-    one problem (a truncated or broken document), not one per line."""
+    document that is not valid JSON is read as lines when some line of it is a request (a
+    Collector file whose first line is broken loses that line only); otherwise it is one
+    problem (a truncated or broken document), not one per line."""
     text = data.decode("utf-8", errors="replace").strip().lstrip("\ufeff")
     if not text:
         return
@@ -52,24 +53,38 @@ def otlp_records(data: bytes, path: str, errors: list):
     if whole is not None:
         yield from spans_of_request(whole, path, None, errors)
         return
+    if "\n" in text and any(_is_request(line) for line in text.split("\n")[:64]):
+        yield from otlp_lines(data, path, 0, errors, final=True)
+        return
     if isinstance(problem, RecursionError):
         errors.append(TraceFormatError(path, None, "nested too deeply to read as JSON; the "
                                        "document was not loaded"))
         return
-    first = text.split("\n", 1)[0].strip()
-    try:
-        json.loads(first)
-    except (ValueError, RecursionError):
+    if isinstance(problem, json.JSONDecodeError):
         what = "truncated" if problem.pos >= len(text) - 1 else "not valid JSON"
         errors.append(TraceFormatError(path, problem.lineno, f"{what}: {problem.msg} at line "
                                        f"{problem.lineno} column {problem.colno}; the document "
                                        "was not loaded"))
-        return
-    yield from otlp_lines(data, path, 0, errors, final=True)
+    else:  # a number of more digits than Python reads
+        errors.append(TraceFormatError(path, None, f"not valid JSON: {str(problem)[:120]}; "
+                                       "the document was not loaded"))
+
+
+def _is_request(line: str) -> bool:
+    """Whether a line is one whole OTLP request object (of a Collector file)."""
+    line = line.strip()
+    if not looks_like_otlp(line[:256].encode("utf-8", "replace")):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def otlp_lines(complete: bytes, path: str, lines_before: int, errors: list,
-                final: bool = False):
+               final: bool = False):
+    """The spans of complete lines of a Collector file (each a request), numbered after
+    ``lines_before``; each line that is not one is a problem with its number."""
     numbered = list(numbered_lines(complete, lines_before, final))
     last = numbered[-1][0] if numbered else -1
     unterminated = final and not complete.endswith(b"\n")
@@ -81,8 +96,10 @@ def otlp_lines(complete: bytes, path: str, lines_before: int, errors: list,
             continue
         except ValueError as e:
             torn = unterminated and number == last
+            why = (f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError)
+                   else str(e)[:120])
             errors.append(TraceFormatError(path, number, ("torn last line; skipped: " if torn
-                                                          else "") + f"not valid JSON ({e.msg} "
-                                           f"at column {e.colno})", torn=torn))
+                                                          else "") + f"not valid JSON ({why})",
+                                           torn=torn))
             continue
         yield from spans_of_request(request, path, number, errors)

@@ -9,15 +9,31 @@ are the same either way (tests/test_store.py compares them).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from .. import semconv
-from ..formats.spanfile import MIN_EPOCH_NS
+from ..records import INT32_MAX, MAX_COUNT, MAX_EPOCH_NS, MIN_EPOCH_NS
 from .schema import SPAN_COLUMNS, sql
 
 # what the fast path does not read: these values, and snake_case field names (the Python
 # reader takes both spellings)
 _NOT_FLAT = (b'"arrayValue"', b'"kvlistValue"', b'"resource_spans"')
+# ... and lines that are not objects, or with a JSON null as a value: pyarrow reads a null
+# node as "nothing there" (the Python reader names it as a problem), and a first line that is
+# `null` crashes the process inside pyarrow (26.0: a segmentation fault)
+_NULL_VALUE = re.compile(rb"[\[:,][ \t\r\n]*null\b")
+
+
+def _objects_only(data: bytes) -> bool:
+    """Every line of ``data`` starts an object (``{`` first, as the Collector writes them)
+    and no value is a JSON null (a string holding the word is taken for one: that file goes
+    to the Python reader, which is right either way). Counted with bytes' own methods: a
+    regular expression over every line costs more than pyarrow's parse."""
+    body = data[:-1] if data.endswith(b"\n") else data
+    if body[:1] != b"{" or body.count(b"\n") != body.count(b"\n{"):
+        return False
+    return b"null" not in data or _NULL_VALUE.search(data) is None
 
 
 def _schema() -> Any:
@@ -48,7 +64,7 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
         import pyarrow.json as pj
     except ImportError:
         return None
-    if any(marker in data for marker in _NOT_FLAT):
+    if any(marker in data for marker in _NOT_FLAT) or not _objects_only(data):
         return None
     try:
         table = pj.read_json(path, parse_options=pj.ParseOptions(
@@ -60,39 +76,61 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
                                  (*semconv.ACCOUNTING_ATTRIBUTES.values(), semconv.STAGE)) + "]"
     derived = "'" + semconv.ANALYSIS_PREFIX.replace("'", "''") + "'"
     query = sql("otlp_spans.sql").format(accounting=accounting, min_epoch_ns=MIN_EPOCH_NS,
-                                         derived=derived)
+                                         max_epoch_ns=MAX_EPOCH_NS, max_count=MAX_COUNT,
+                                         int32_max=INT32_MAX, derived=derived)
     con.register("otlp_arrow", table)
     try:
-        con.execute("CREATE OR REPLACE TEMP TABLE otlp_flat AS " + query).fetchall()
-        bad, extras = con.execute("SELECT count(*) FILTER (WHERE NOT ok), "
-                                  "coalesce(sum(extras), 0) FROM otlp_flat").fetchall()[0]
-        if bad or extras:
-            return None
-        columns = ", ".join(SPAN_COLUMNS)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE staging AS SELECT {columns} FROM otlp_flat"
-                    ).fetchall()
-        return con.execute("SELECT count(*) FROM staging").fetchall()[0][0]
+        return _flatten(con, query)
+    except Exception:  # noqa: BLE001 - a value the SQL cannot take: the Python reader names it
+        con.execute("DROP TABLE IF EXISTS staging").fetchall()
+        return None
     finally:
         con.execute("DROP TABLE IF EXISTS otlp_flat").fetchall()
         con.unregister("otlp_arrow")
 
 
+def _flatten(con: Any, query: str) -> Optional[int]:
+    """``staging`` from the registered ``otlp_arrow`` table (its row count), or None when
+    some span fails a check or has events or links."""
+    con.execute("CREATE OR REPLACE TEMP TABLE otlp_flat AS " + query).fetchall()
+    bad, extras = con.execute("SELECT count(*) FILTER (WHERE NOT ok), "
+                              "coalesce(sum(extras), 0) FROM otlp_flat").fetchall()[0]
+    if bad or extras:
+        return None
+    columns = ", ".join(SPAN_COLUMNS)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE staging AS SELECT {columns} FROM otlp_flat"
+                ).fetchall()
+    return con.execute("SELECT count(*) FROM staging").fetchall()[0][0]
+
+
 def _define_macros(con: Any) -> None:
     """(Re)define the helper macros on this connection: idempotent and cheap, so no cache
-    (one keyed by connection would outlive a closed connection whose id is reused)."""
+    (one keyed by connection would outlive a closed connection whose id is reused). A NaN or
+    infinite double (pyarrow reads the NaN that Python's json writes) is kept as the string
+    "NaN"/"Infinity", as the Python reader keeps it (store/rows.py): JSON has no such number."""
     con.execute("""
         CREATE OR REPLACE TEMP MACRO otlp_value(v) AS
             CASE WHEN v.stringValue IS NOT NULL THEN to_json(v.stringValue)
                  WHEN v.boolValue IS NOT NULL THEN to_json(v.boolValue)
+                 WHEN isnan(v.doubleValue) THEN '"NaN"'
+                 WHEN isinf(v.doubleValue)
+                     THEN CASE WHEN v.doubleValue > 0 THEN '"Infinity"' ELSE '"-Infinity"' END
                  WHEN v.doubleValue IS NOT NULL THEN to_json(v.doubleValue)
                  WHEN v.intValue IS NOT NULL
                      THEN coalesce(CAST(TRY_CAST(v.intValue AS HUGEINT) AS VARCHAR),
                                    to_json(v.intValue))
                  WHEN v.bytesValue IS NOT NULL THEN to_json(v.bytesValue)
                  ELSE 'null' END""").fetchall()
+    # a double is truncated, as the Python reader's int() does; out of BIGINT: NULL
     con.execute("""
         CREATE OR REPLACE TEMP MACRO otlp_int(attrs, name) AS
             coalesce(TRY_CAST(list_filter(attrs, lambda a: a.key = name)[1].value.intValue
                               AS BIGINT),
-                     CAST(list_filter(attrs, lambda a: a.key = name)[1].value.doubleValue
-                          AS BIGINT))""").fetchall()
+                     TRY_CAST(trunc(list_filter(attrs, lambda a: a.key = name)[1]
+                                    .value.doubleValue) AS BIGINT))""").fetchall()
+    # a count (CPU ns, context switches, faults: records.INT_FIELDS) outside 0..largest is
+    # not a measurement: NULL, as otlp_common._integer makes it
+    con.execute("""
+        CREATE OR REPLACE TEMP MACRO otlp_count(attrs, name, largest) AS
+            CASE WHEN otlp_int(attrs, name) BETWEEN 0 AND largest
+                 THEN otlp_int(attrs, name) END""").fetchall()

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, message_of
 from ..formats import samplefile, spanfile
 from ..records import SampleRecord, SpanRecord
 from .inputs import capture_kind, find, hidden  # noqa: F401  (capture_kind: part of this module's API)
@@ -69,6 +69,10 @@ def scan(source: "str | os.PathLike[str]",
         except OSError as e:
             records = []
             errors.append(TraceFormatError(str(path), None, f"cannot read: {e}"))
+        except Exception as e:  # noqa: BLE001 - a reader's own failure: named, the rest read
+            records = []
+            errors.append(TraceFormatError(str(path), None,
+                                           f"could not be read ({message_of(e)})"))
         for record in records:
             summary.records += 1
             if isinstance(record, SpanRecord):

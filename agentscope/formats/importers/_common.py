@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import re
 from typing import Any, Mapping, Optional
 
@@ -46,7 +47,7 @@ def hex_id(raw: Any, nbytes: int) -> Optional[str]:
     if _HEX.match(text) and len(text) <= 2 * nbytes:
         value = text.lower().rjust(2 * nbytes, "0")
         return None if value == "0" * (2 * nbytes) else value
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) <= 40:  # (longer: not an id's digits)
         return hex_id(int(text), nbytes)
     return _hashed(text, nbytes)
 
@@ -67,12 +68,12 @@ def iso_ns(raw: Any) -> Optional[int]:
     base, frac, zone = match.groups()
     try:
         moment = _dt.datetime.fromisoformat(base.replace(" ", "T"))
-    except ValueError:
+        if zone and zone != "Z":
+            sign = 1 if zone[0] == "+" else -1
+            hh, mm = int(zone[1:3]), int(zone[-2:])
+            moment -= sign * _dt.timedelta(hours=hh, minutes=mm)
+    except (ValueError, OverflowError):  # not a date; a year 1 or 9999 moved past the range
         return None
-    if zone and zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        hh, mm = int(zone[1:3]), int(zone[-2:])
-        moment -= sign * _dt.timedelta(hours=hh, minutes=mm)
     seconds = int(moment.replace(tzinfo=_dt.timezone.utc).timestamp())
     nanos = int((frac or "0")[:9].ljust(9, "0"))
     return seconds * 1_000_000_000 + nanos
@@ -91,3 +92,17 @@ def span(trace_id: str, span_id: str, parent_span_id: Optional[str], name: str, 
         thread_cpu_ns=None, child_cpu_ns=None, children=None, vcsw=None, ivcsw=None,
         minflt=None, majflt=None, child_majflt=None, attrs=dict(attrs), events=events,
         links=links)
+
+
+def json_problem(e: BaseException) -> tuple:
+    """(line or None, why) for what ``json.loads`` raised on a file: a syntax error with its
+    place, nesting deeper than Python's recursion allows, a number of more digits than
+    Python reads. (Readers catch ``(ValueError, RecursionError)`` and report this.)"""
+    if isinstance(e, json.JSONDecodeError):
+        return e.lineno, f"{e.msg}, column {e.colno}"
+    if isinstance(e, RecursionError):
+        return None, "nested too deeply to read"
+    return None, str(e).split(";")[0][:120]
+
+
+TOO_DEEP = "nested too deeply to read; skipped"  # a record whose values nest past recursion

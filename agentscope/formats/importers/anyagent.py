@@ -25,7 +25,7 @@ from ...errors import TraceFormatError
 from ...records import SpanEvent, SpanLink, SpanRecord
 from ..spanfile import unit_problem
 from . import Importer
-from ._common import hex_id, span
+from ._common import TOO_DEEP, hex_id, json_problem, span
 
 _SPANS = re.compile(rb'(?<!\\)"spans"\s*:\s*\[')
 _CONTEXT = re.compile(rb'(?<!\\)"context"\s*:\s*\{')
@@ -48,16 +48,21 @@ def read(data: bytes, path: str, errors: list) -> Iterator[SpanRecord]:
     text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        errors.append(TraceFormatError(path, e.lineno, (
-            f"not valid JSON ({e.msg}, column {e.colno}); the file may be cut short")))
+    except (ValueError, RecursionError) as e:
+        line, why = json_problem(e)
+        errors.append(TraceFormatError(path, line, (
+            f"not valid JSON ({why}); the file may be cut short")))
         return
     spans = doc.get("spans") if isinstance(doc, dict) else None
     if not isinstance(spans, list):
         errors.append(TraceFormatError(path, None, "not an any-agent trace: no 'spans' list"))
         return
     for i, raw in enumerate(spans):
-        record = _span(raw, f"spans[{i}]", path, errors)
+        try:
+            record = _span(raw, f"spans[{i}]", path, errors)
+        except RecursionError:
+            errors.append(TraceFormatError(path, None, f"spans[{i}]: {TOO_DEEP}"))
+            continue
         if record is not None:
             yield record
 
@@ -96,7 +101,8 @@ def _span(raw: Any, where: str, path: str, errors: list) -> SpanRecord | None:
     parent = raw.get("parent")
     parent_id = hex_id(parent.get("span_id"), 8) if isinstance(parent, dict) else None
     status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
-    code = _STATUS.get(_code(status.get("status_code")), "unset")
+    code = _code(status.get("status_code"))
+    code = _STATUS.get(code, "unset") if isinstance(code, (str, int)) else "unset"
     resource = raw.get("resource") if isinstance(raw.get("resource"), dict) else {}
     res_attrs = resource.get("attributes") if isinstance(resource.get("attributes"), dict) else {}
     service, host, pid = (res_attrs.get(k) for k in ("service.name", "host.name", "process.pid"))
@@ -122,7 +128,8 @@ def _ns(raw: Any) -> int | None:
         return None
     if isinstance(raw, int):
         return raw if raw >= 0 else None
-    if isinstance(raw, str) and raw.strip().isdigit():
+    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit() \
+            and len(raw.strip()) <= 30:  # (more digits: no time, and past what int() reads)
         return int(raw)
     return None
 

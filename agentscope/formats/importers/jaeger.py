@@ -25,7 +25,7 @@ from typing import Any
 from ...errors import TraceFormatError
 from ...records import SpanEvent, SpanLink, SpanRecord
 from . import Importer
-from ._common import hex_id, span
+from ._common import TOO_DEEP, hex_id, json_problem, span
 
 _KINDS = ("internal", "server", "client", "producer", "consumer")
 _STATUS = {"ok": "ok", "error": "error", "unset": "unset"}
@@ -51,10 +51,8 @@ def read(data: bytes, path: str, errors: list) -> Iterator[SpanRecord]:
         return
     try:
         whole = json.loads(text)
-    except json.JSONDecodeError as e:
-        where, why = e.lineno, f"{e.msg}, column {e.colno}"
-    except RecursionError:
-        where, why = None, "nested too deeply"
+    except (ValueError, RecursionError) as e:
+        where, why = json_problem(e)
     else:
         yield from _document(whole, path, None, errors)
         return
@@ -135,6 +133,9 @@ def _spans(spans: list, processes: dict, trace_raw: Any, path: str, line: int | 
     for where, raw in spans:
         try:
             record = _span(raw, processes, trace_raw, where, path, line, errors)
+        except RecursionError:
+            errors.append(TraceFormatError(path, line, f"{where}: {TOO_DEEP}"))
+            continue
         except Exception as e:  # noqa: BLE001 - unforeseen shape: report, load the rest
             errors.append(TraceFormatError(path, line, f"{where}: unreadable span ({e!r})"))
             continue
@@ -259,7 +260,7 @@ def _value(kind: Any, value: Any) -> Any:
             return int(value)
         if kind == "float64" and isinstance(value, (str, int)) and not isinstance(value, bool):
             return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return value
     if kind == "string" and not isinstance(value, str) and value is not None:
         return str(value)
@@ -275,7 +276,7 @@ def _process(process: dict) -> tuple[str | None, str | None, int | None]:
     pid = tags.get("process.pid", tags.get("pid"))
     try:
         pid = int(pid) if pid is not None and not isinstance(pid, bool) else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pid = None
     return (None if service in (None, "") else str(service),
             None if host in (None, "") else str(host), pid)

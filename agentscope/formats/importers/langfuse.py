@@ -28,7 +28,7 @@ from typing import Any
 from ...errors import TraceFormatError
 from ...records import SpanEvent, SpanRecord
 from . import Importer
-from ._common import hex_id, iso_ns, span
+from ._common import TOO_DEEP, hex_id, iso_ns, json_problem, span
 
 _OBSERVATIONS = re.compile(rb'(?<!\\)"observations"\s*:\s*\[')
 _TRACE = re.compile(rb'(?<!\\)"trace"\s*:\s*\{')
@@ -86,7 +86,12 @@ class _Trace:
         fields: list[dict] = []
         points: list[tuple] = []  # (parent span id, SpanEvent, fields if it stays a span)
         for i, (offset, obs) in enumerate(items):
-            one = self._observation(obs, f"observations[{i}]", offset)
+            try:
+                one = self._observation(obs, f"observations[{i}]", offset)
+            except RecursionError:
+                self.errors.append(TraceFormatError(self.path, _line(self.text, offset),
+                                                    f"observations[{i}]: {TOO_DEEP}"))
+                continue
             if one is None:
                 continue
             if one["attrs"]["langfuse.observation.type"] == "EVENT":
@@ -175,7 +180,8 @@ class _Trace:
         begin = min(starts)
         latency = self.trace.get("latency")
         ends = [f["end_ns"] for f in fields] + [begin]
-        if start is not None and isinstance(latency, (int, float)) and latency >= 0:
+        if start is not None and isinstance(latency, (int, float)) \
+                and not isinstance(latency, bool) and 0 <= latency < 1e9:  # (s: 31 years)
             ends.append(start + int(latency * 1e9))
         root_id = hex_id(f"langfuse-trace:{self.trace_id}", 8)
         for f in tops:
@@ -214,7 +220,7 @@ def _metadata(raw: Any) -> tuple:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return ({"langfuse.metadata": raw} if len(raw) <= _SMALL else {}), None, None, None
     if not isinstance(raw, dict):
         return {}, None, None, None
@@ -273,7 +279,7 @@ def _generation_attrs(obs: dict, attrs: dict) -> None:
     if first is not None and start is not None and first >= start:
         attrs.setdefault("gen_ai.latency.time_to_first_token", (first - start) / 1e9)
     cost = obs.get("totalCost") or obs.get("calculatedTotalCost")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 < cost < 1e300:
         attrs.setdefault("langfuse.cost.total", float(cost))
 
 
@@ -284,7 +290,8 @@ def _int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() \
+            and value.isascii() and len(value) <= 30:
         return int(value)
     return None
 
@@ -326,6 +333,8 @@ def _walk(text: str) -> tuple:
                 return top, items, (pos, "expected ',' or '}'")
     except json.JSONDecodeError as e:
         return top, items, (e.pos, f"{e.msg} at line {e.lineno} column {e.colno}")
+    except (ValueError, RecursionError) as e:  # nested too deeply, a number too long
+        return top, items, (len(text), json_problem(e)[1])
 
 
 def _array(text: str, pos: int, items: list) -> int:

@@ -176,24 +176,25 @@ def spans_of_message(request: Any, path: str, number: Optional[int],
                      errors: list) -> Iterator[SpanRecord]:
     """The spans of a parsed ExportTraceServiceRequest (or TracesData); each span that cannot
     be taken is one problem in ``errors``."""
-    for rs in request.resource_spans:
+    for i, rs in enumerate(request.resource_spans):
         resource = attributes(rs.resource.attributes)
-        for ss in rs.scope_spans:
+        for j, ss in enumerate(rs.scope_spans):
             scope = ss.scope.name or None
-            for span in ss.spans:
-                r = _span(span, resource, scope, path, number, errors)
+            for k, span in enumerate(ss.spans):
+                where = f"resource_spans[{i}].scope_spans[{j}].spans[{k}]"
+                r = _span(span, resource, scope, where, path, number, errors)
                 if r is not None:
                     yield r
 
 
-def _span(span: Any, resource: dict, scope: Optional[str], path: str, number: Optional[int],
-          errors: list) -> Optional[SpanRecord]:
+def _span(span: Any, resource: dict, scope: Optional[str], where: str, path: str,
+          number: Optional[int], errors: list) -> Optional[SpanRecord]:
     raw_trace, raw_span, name = span.trace_id, span.span_id, span.name
     span_id = _id(raw_span, 8)
 
     def bad(reason: str) -> None:
-        errors.append(TraceFormatError(path, number, reason,
-                                       span_id=span_id or (raw_span.hex() or None)))
+        errors.append(TraceFormatError(path, number, f"{where}: {reason}",
+                                       span_id=span_id or (raw_span.hex()[:64] or None)))
 
     trace_id = _id(raw_trace, 16)
     if trace_id is None:
@@ -204,8 +205,11 @@ def _span(span: Any, resource: dict, scope: Optional[str], path: str, number: Op
         bad(f"span {name!r}: span_id missing or not 8 bytes, not all zero ({raw_span.hex()!r})")
         return None
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
-    if not start or not end:
-        bad("start_time_unix_nano/end_time_unix_nano missing")
+    if not start:
+        bad("start_time_unix_nano missing (0): the span has no start time")
+        return None
+    if not end:
+        bad("end_time_unix_nano missing (0)")
         return None
     events = tuple(SpanEvent(e.name, e.time_unix_nano, attributes(e.attributes))
                    for e in span.events)

@@ -33,7 +33,7 @@ from typing import Any
 from ...errors import TraceFormatError
 from ...records import SpanEvent, SpanRecord
 from . import HEAD_BYTES, Importer
-from ._common import hex_id, iso_ns, span
+from ._common import TOO_DEEP, hex_id, iso_ns, json_problem, span
 
 PARQUET_NEEDS_PYARROW = ("Parquet needs pyarrow: pip install pyarrow (or the [fast] extra of "
                          "this checkout: pip install -e '.[fast]')")
@@ -72,7 +72,7 @@ def read(data: bytes, path: str, errors: list) -> Iterator[SpanRecord]:
         return
     try:
         whole = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         whole = None
     if isinstance(whole, dict) and isinstance(whole.get("data"), list):
         whole = whole["data"]
@@ -89,9 +89,9 @@ def read(data: bytes, path: str, errors: list) -> Iterator[SpanRecord]:
             continue
         try:
             item = json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             torn = number == len(lines)  # no newline after it: the writer may have stopped
-            reason = f"not valid JSON ({e.msg}, column {e.colno})"
+            reason = f"not valid JSON ({json_problem(e)[1]})"
             errors.append(TraceFormatError(
                 path, number, "torn last line; skipped: " + reason if torn else reason,
                 torn=torn))
@@ -101,7 +101,11 @@ def read(data: bytes, path: str, errors: list) -> Iterator[SpanRecord]:
 
 def _one(item: Any, where: str, path: str, line: int | None,
          errors: list) -> Iterator[SpanRecord]:
-    record = _span(item, where, path, line, errors)
+    try:
+        record = _span(item, where, path, line, errors)
+    except RecursionError:
+        errors.append(TraceFormatError(path, line, f"{where}: {TOO_DEEP}"))
+        return
     if record is not None:
         yield record
 
@@ -210,7 +214,9 @@ def _time_ns(raw: Any) -> int | None:
         moment = raw if raw.tzinfo else raw.replace(tzinfo=_dt.timezone.utc)
         delta = moment - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
         return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-    if isinstance(raw, (int, float)) and math.isfinite(raw) and raw >= 0:
+    if isinstance(raw, int) and raw >= 1e17:  # ns as they are (past a float's range too:
+        return raw  # records.span_problem names what is past 2116)
+    if isinstance(raw, (int, float)) and raw >= 0 and math.isfinite(float(raw)):
         for limit, scale in ((1e11, 10**9), (1e14, 10**6), (1e17, 10**3)):
             if raw < limit:
                 return round(raw * scale)
@@ -222,7 +228,7 @@ def _events(raw: Any, label: str, path: str, line: int | None, errors: list) -> 
     if isinstance(raw, str):  # a dataframe written as JSON text may hold them as JSON
         try:
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raw = None
     out = []
     for i, event in enumerate(raw if isinstance(raw, (list, tuple)) else ()):

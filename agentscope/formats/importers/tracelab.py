@@ -217,7 +217,7 @@ def _tool(row: _Row, k: int, tool: Any, results: dict, calls: dict, path: str,
     call = tool.get("tool_call_id")
     wall = tool.get("tool_wall_latency_ms")
     wall_ns = (round(wall * 1_000_000) if isinstance(wall, (int, float))
-               and not isinstance(wall, bool) and wall >= 0 else None)
+               and not isinstance(wall, bool) and 0 <= wall < 1e15 else None)  # (finite)
     times = {}
     for field in ("emitted_at", "result_at"):
         raw = tool.get(field)
@@ -291,7 +291,12 @@ def _clean(attrs: Mapping[str, Any]) -> dict:
     for key, value in attrs.items():
         if value is None:
             continue
-        out[key] = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+        if isinstance(value, (dict, list)):
+            try:
+                value = json.dumps(value, sort_keys=True, default=str)
+            except (RecursionError, TypeError):  # nested too deeply, keys of mixed types
+                value = "(not kept: nested too deeply or not JSON)"
+        out[key] = value
     return out
 
 

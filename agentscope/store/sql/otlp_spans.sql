@@ -1,8 +1,11 @@
 -- OTLP/JSON traces (an Arrow table `otlp_arrow` of ExportTraceServiceRequest rows, read by
 -- pyarrow) flattened into the columns of `spans`, plus `ok` (every check passed) and `extras`
 -- (events + links, which the Python reader handles). Same mapping as store/otlp.py.
--- {accounting} is replaced by the list of agentscope's accounting attribute names, and
--- {min_epoch_ns} by formats.spanfile.MIN_EPOCH_NS (smaller start times are another unit).
+-- {accounting} is replaced by the list of agentscope's accounting attribute names,
+-- {min_epoch_ns} by records.MIN_EPOCH_NS (smaller start times are another unit, and 0 no
+-- start time: those spans go to the Python reader, which names them), {max_epoch_ns} by
+-- records.MAX_EPOCH_NS, {max_count} and {int32_max} by the bounds of the counts
+-- (records.INT_FIELDS: a count outside them is NULL, as the Python reader makes it).
 WITH rs AS (SELECT unnest(resourceSpans) AS rs FROM otlp_arrow),
 -- the resource's attributes are read once per resource, not once per span
 ss AS (
@@ -57,14 +60,16 @@ SELECT
     nullif(status_message, '') AS status_message,
     service, host, pid,
     otlp_int(attributes, 'thread.id') AS tid,
-    otlp_int(attributes, 'agentscope.cpu.thread_ns') AS thread_cpu_ns,
-    otlp_int(attributes, 'agentscope.cpu.children_ns') AS child_cpu_ns,
-    CAST(otlp_int(attributes, 'agentscope.children.count') AS INTEGER) AS children,
-    otlp_int(attributes, 'agentscope.ctx_switches.voluntary') AS vcsw,
-    otlp_int(attributes, 'agentscope.ctx_switches.involuntary') AS ivcsw,
-    otlp_int(attributes, 'agentscope.page_faults.minor') AS minflt,
-    otlp_int(attributes, 'agentscope.page_faults.major') AS majflt,
-    otlp_int(attributes, 'agentscope.children.page_faults.major') AS child_majflt,
+    otlp_count(attributes, 'agentscope.cpu.thread_ns', {max_count}) AS thread_cpu_ns,
+    otlp_count(attributes, 'agentscope.cpu.children_ns', {max_count}) AS child_cpu_ns,
+    CAST(otlp_count(attributes, 'agentscope.children.count', {int32_max}) AS INTEGER)
+        AS children,
+    otlp_count(attributes, 'agentscope.ctx_switches.voluntary', {max_count}) AS vcsw,
+    otlp_count(attributes, 'agentscope.ctx_switches.involuntary', {max_count}) AS ivcsw,
+    otlp_count(attributes, 'agentscope.page_faults.minor', {max_count}) AS minflt,
+    otlp_count(attributes, 'agentscope.page_faults.major', {max_count}) AS majflt,
+    otlp_count(attributes, 'agentscope.children.page_faults.major', {max_count})
+        AS child_majflt,
     '{{' || array_to_string(list_concat(
         list_transform(kept, lambda a: to_json(a.key) || ':' || otlp_value(a.value)),
         CASE WHEN scope IS NOT NULL
@@ -78,5 +83,5 @@ SELECT
              AND regexp_full_match(raw_span, '[0-9a-fA-F]{{16}}')
              AND raw_span <> '0000000000000000'
              AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
-             AND (start_ns >= {min_epoch_ns} OR start_ns = 0), false) AS ok
+             AND start_ns >= {min_epoch_ns} AND end_ns <= {max_epoch_ns}, false) AS ok
 FROM typed

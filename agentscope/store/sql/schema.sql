@@ -60,3 +60,11 @@ CREATE TABLE IF NOT EXISTS load_problems (
     reason   VARCHAR,
     torn     BOOLEAN
 );
+
+-- what the last load saw of each file (store/loading.py): its size and modification time,
+-- and a hash of the end of what was loaded, to tell a file appended to from one rewritten
+-- (a bad line fixed by hand: the file is read again from its start). Added to stores made
+-- before them; NULL there until the file is loaded again.
+ALTER TABLE loaded_files ADD COLUMN IF NOT EXISTS size BIGINT;
+ALTER TABLE loaded_files ADD COLUMN IF NOT EXISTS mtime_ns BIGINT;
+ALTER TABLE loaded_files ADD COLUMN IF NOT EXISTS tail_hash VARCHAR;
