@@ -196,7 +196,7 @@ def test_the_sampler_measures_a_held_loop_and_who_held_it(tmp_path, spanned):
     assert answer.bottleneck == "cpu", answer.evidence
     who = "`embed` in task `index-docs`" if spanned else "`index-docs`"
     assert answer.evidence[0].startswith(
-        f"ask-model (inference): ") and f"blocked by {who} (its lag measured: " \
+        "ask-model (inference): ") and f"blocked by {who} (its lag measured: " \
         in answer.evidence[0], answer.evidence
     # the task that held the loop is not anybody's victim
     assert "delayed by its event loop" not in " ".join(tasks["index-docs"].evidence)

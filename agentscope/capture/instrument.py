@@ -22,11 +22,14 @@ from opentelemetry import trace
 from .. import semconv
 from .._log import log_once
 from ..vocab import Lane, Stage
+from . import attributes as av
 from . import state
+from .otelctx import SPAN_KEY as _SPAN_KEY
 from .otelctx import enter as _enter_ctx
 from .otelctx import get_current as _get_current
 from .otelctx import leave as _detach
 from .runtime import begin
+from .span import LeanSpan
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,12 +50,19 @@ def _untraced() -> None:
 
 
 def _end(handle: Any, exc: Optional[BaseException]) -> None:
+    """End a span the application's code left with ``exc`` (None: normally). The span is
+    ended, written and no longer current whatever ``exc`` does (``fail`` never raises, and
+    ``finish`` runs even if it did)."""
     try:
         if exc is not None and not isinstance(exc, GeneratorExit):
             handle.fail(exc)
-        handle.finish()
     except Exception as e:
-        _trouble("ending a span", e)
+        _trouble("recording an exception", e)
+    finally:
+        try:
+            handle.finish()
+        except Exception as e:
+            _trouble("ending a span", e)
 
 
 def _enter(handle: Any) -> Any:
@@ -65,47 +75,79 @@ _attributes_cache: dict = {}
 
 def _attributes(stage: str, name: Optional[str], kwargs: Mapping[str, Any],
                 extra: tuple = ()) -> Mapping[str, Any]:
-    """The (read-only, shared) attributes of every span of one stage/task definition.
+    """The attributes of every span of one stage/task definition (not to be changed)."""
+    return _attributes_sized(stage, name, kwargs, extra)[0]
+
+
+def _attributes_sized(stage: str, name: Optional[str], kwargs: Mapping[str, Any],
+                      extra: tuple = ()) -> tuple:
+    """(the attributes, the bytes of text they hold that are not shared with other calls).
 
     Memoized, so ``with agentscope.stage("tool", name="x", model="m"):`` in a loop does the
-    name mapping once.
+    name mapping once; large values are not (the cache would keep them). Never raises.
     """
     try:
         key: Any = (stage, name, tuple((k, type(v), v) for k, v in kwargs.items()), extra)
         hit = _attributes_cache.get(key)
         if hit is not None:
-            return hit
-    except TypeError:  # an unhashable value (a list): not memoized
+            return hit, 0
+    except Exception:  # an unhashable value (a list), or a hostile __hash__/__eq__
         key = None
-    attrs = semconv.normalize(kwargs)
-    attrs.update(extra)
-    operation = semconv.OPERATION_BY_STAGE.get(stage)
-    if operation is not None:
-        attrs.setdefault("gen_ai.operation.name", operation)
-    name_key = _NAME_ATTRIBUTE.get(stage)
-    if name is not None and name_key is not None:
-        attrs.setdefault(name_key, name)
-    proxy = MappingProxyType(attrs)
-    if key is not None:
+    try:
+        attrs = av.normalize(kwargs)
+        attrs.update(extra)
+        operation = semconv.OPERATION_BY_STAGE.get(stage)
+        if operation is not None:
+            attrs.setdefault("gen_ai.operation.name", operation)
+        name_key = _NAME_ATTRIBUTE.get(stage)
+        if name is not None and name_key is not None:
+            attrs.setdefault(name_key, name)
+    except Exception as e:  # pragma: no cover - normalize never raises
+        _trouble("converting attributes", e)
+        attrs = dict(extra)
+    nbytes = sum(av.size(v) for v in attrs.values())
+    if key is not None and nbytes <= _MEMO_MAX_BYTES:
+        proxy = MappingProxyType(attrs)
         if len(_attributes_cache) >= 1024:
             _attributes_cache.clear()
-        _attributes_cache[key] = proxy
-    return proxy
+        try:
+            _attributes_cache[key] = proxy
+            return proxy, 0
+        except Exception:  # a hostile __eq__ met on insertion
+            pass
+    # not shared through the memo: a plain dict (never changed: a span copies it before
+    # adding to it), which the span file encoder does not keep a cached copy of either
+    return attrs, nbytes
+
+
+_MEMO_MAX_BYTES = 4096  # attribute text above this is not kept in the memo
 
 
 class Instrument:
     """What ``task(...)`` and ``stage(...)`` return. See the module docstring."""
 
-    __slots__ = ("stage", "name", "kwargs", "extra", "attrs", "new_trace", "_handles")
+    __slots__ = ("stage", "name", "kwargs", "extra", "attrs", "nbytes", "new_trace",
+                 "_handles")
 
     def __init__(self, stage: str, name: Optional[str], kwargs: Mapping[str, Any],
                  extra: tuple = (), new_trace: bool = False) -> None:
         self.stage = stage
+        if name is not None and (type(name) is not str or len(name) > av.NAME_LIMIT):
+            name = av.key(name)
         self.name = name
         self.kwargs = kwargs
         self.extra = extra
-        self.attrs = _attributes(stage, name, kwargs, extra)
-        self.new_trace = new_trace
+        try:  # (the memo's fast path, inline: `with stage(...)` builds one of these per call)
+            hit = _attributes_cache.get(
+                (stage, name, tuple((k, type(v), v) for k, v in kwargs.items()), extra))
+        except Exception:
+            hit = None
+        if hit is not None:
+            self.attrs, self.nbytes = hit, 0
+        else:
+            self.attrs, self.nbytes = _attributes_sized(stage, name, kwargs, extra)
+        self.new_trace = new_trace if new_trace is False or new_trace is True \
+            else _flag(new_trace)
         self._handles: list = []
 
     def _attrs_for(self, name: str) -> Mapping[str, Any]:
@@ -125,13 +167,24 @@ class Instrument:
             try:
                 handle = self._begin(rt, self.name or self.stage, self.attrs,
                                      _get_running_loop() is not None)
+            except RecursionError:  # the application's recursion, out of stack in our frame
+                raise
             except Exception as e:
                 _trouble("starting a span", e)
+            if self.nbytes and type(handle) is LeanSpan:
+                handle.nbytes += self.nbytes  # its own copy of large attribute values
         self._handles.append(handle)
         return handle.span if handle is not None else trace.INVALID_SPAN
 
     def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> bool:
-        handle = self._handles.pop() if self._handles else None
+        handles = self._handles
+        try:
+            handle = handles.pop()
+        except IndexError:  # exited more often than entered
+            handle = None
+        else:
+            if handles:  # entered on several threads or tasks at once: take the one current here
+                handle = _own_handle(handles, handle)
         if handle is not None:
             _end(handle, exc)
         return False
@@ -147,17 +200,21 @@ class Instrument:
         if not callable(fn):
             raise TypeError(f"agentscope.{self.stage if self.stage == 'task' else 'stage'}() "
                             f"decorates a callable, not {type(fn).__name__}")
-        name = self.name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
-        attrs = self._attrs_for(name)
-        if inspect.isasyncgenfunction(fn):
-            wrapper = self._async_generator(fn, name, attrs)
-        elif inspect.iscoroutinefunction(fn):
-            wrapper = self._coroutine(fn, name, attrs)
-        elif inspect.isgeneratorfunction(fn):
-            wrapper = self._generator(fn, name, attrs)
-        else:
-            wrapper = self._function(fn, name, attrs)
-        return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
+        try:
+            name = self.name or _function_name(fn)
+            attrs = self._attrs_for(name)
+            if inspect.isasyncgenfunction(fn):
+                wrapper = self._async_generator(fn, name, attrs)
+            elif inspect.iscoroutinefunction(fn):
+                wrapper = self._coroutine(fn, name, attrs)
+            elif inspect.isgeneratorfunction(fn):
+                wrapper = self._generator(fn, name, attrs)
+            else:
+                wrapper = self._function(fn, name, attrs)
+            return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
+        except Exception as e:  # a callable unlike any function: it runs untraced
+            _trouble("instrumenting a function", e)
+            return fn
 
     def _function(self, fn: Callable[..., Any], name: str, attrs: Mapping[str, Any]) -> Any:
         stage, new_trace = self.stage, self.new_trace
@@ -169,13 +226,20 @@ class Instrument:
                 return fn(*args, **kwargs)
             try:
                 handle = begin(rt, name, stage, attrs, _get_running_loop() is not None, new_trace)
+            except RecursionError:  # the application's recursion, out of stack in our frame
+                raise
             except Exception as e:
                 _trouble("starting a span", e)
+                handle = None
+            if handle is None:  # (called outside the except: its errors are not chained to ours)
                 return fn(*args, **kwargs)
             try:
                 result = fn(*args, **kwargs)
             except BaseException as e:
-                _end(handle, e)
+                try:
+                    _end(handle, e)
+                except RecursionError:  # no room left on the stack (its outer spans end it)
+                    pass
                 raise
             try:
                 handle.finish()
@@ -195,13 +259,20 @@ class Instrument:
                 return await fn(*args, **kwargs)
             try:
                 handle = begin(rt, name, stage, attrs, True, new_trace)
+            except RecursionError:  # the application's recursion, out of stack in our frame
+                raise
             except Exception as e:
                 _trouble("starting a span", e)
+                handle = None
+            if handle is None:
                 return await fn(*args, **kwargs)
             try:
                 result = await fn(*args, **kwargs)
             except BaseException as e:
-                _end(handle, e)
+                try:
+                    _end(handle, e)
+                except RecursionError:  # no room left on the stack (its outer spans end it)
+                    pass
                 raise
             try:
                 handle.finish()
@@ -218,6 +289,8 @@ class Instrument:
             _detach(handle.token)
             handle.token = None
             return handle
+        except RecursionError:
+            raise
         except Exception as e:
             _trouble("starting a span", e)
             return None
@@ -260,7 +333,10 @@ class Instrument:
                 error = e
                 raise
             finally:
-                _end(handle, error)
+                try:
+                    _end(handle, error)
+                except RecursionError:  # no room left on the stack
+                    pass
 
         return traced
 
@@ -303,7 +379,10 @@ class Instrument:
                 raise
             finally:
                 if handle is not None:
-                    _end(handle, error)
+                    try:
+                        _end(handle, error)
+                    except RecursionError:  # no room left on the stack
+                        pass
 
         return traced
 
@@ -319,7 +398,13 @@ def stage(kind: "Stage | str", name: Optional[str] = None, **attrs: Any) -> Inst
     """
     if callable(kind) and not isinstance(kind, (str, Stage)):
         raise TypeError("name the stage: @agentscope.stage('tool'), not @agentscope.stage")
-    return Instrument(Stage.parse(kind).value, name, attrs)
+    try:
+        value = Stage.parse(kind).value
+    except ValueError:
+        raise
+    except Exception:  # a hostile object: still the configuration error it is
+        raise ValueError(f"unknown stage: a {type(kind).__name__} that is not one") from None
+    return Instrument(value, name, attrs)
 
 
 def task(name: "str | Callable[..., Any] | None" = None, *, lane: "Lane | str" = Lane.ONLINE,
@@ -333,18 +418,59 @@ def task(name: "str | Callable[..., Any] | None" = None, *, lane: "Lane | str" =
     """
     if callable(name):
         return task()(name)
-    return Instrument(Stage.TASK.value, name, attrs, ((semconv.LANE, Lane.parse(lane).value),),
-                      new_trace)
+    try:
+        value = Lane.parse(lane).value
+    except ValueError:
+        raise
+    except Exception:  # a hostile object: still the configuration error it is
+        raise ValueError(f"unknown lane: a {type(lane).__name__} that is not one") from None
+    return Instrument(Stage.TASK.value, name, attrs, ((semconv.LANE, value),), new_trace)
 
 
 def annotate(**attrs: Any) -> None:
-    """Set attributes (same keyword names as ``stage``) on the current span, if recording."""
+    """Set attributes (same keyword names as ``stage``) on the current span, if recording.
+    Never raises; values are converted and bounded as for ``stage`` (attributes.py)."""
     try:
         span = trace.get_current_span()
         if span.is_recording():
-            span.set_attributes(semconv.normalize(attrs))
+            span.set_attributes(av.normalize(attrs))
     except Exception as e:
         _trouble("annotating a span", e)
+
+
+def _own_handle(handles: list, last: Any) -> Any:
+    """The handle whose span is current here: ``last`` (just taken off ``handles``), or one
+    of ``handles``, swapped for ``last``. ``last`` when none is."""
+    try:
+        current = _get_current().get(_SPAN_KEY)
+        if last is not None and last.span is current:
+            return last
+        for i in range(len(handles) - 1, -1, -1):
+            handle = handles[i]
+            if handle is not None and handle.span is current:
+                handles[i] = last
+                return handle
+    except Exception:  # pragma: no cover - a list changed by another thread meanwhile
+        pass
+    return last
+
+
+def _function_name(fn: Any) -> str:
+    for attr in ("__qualname__", "__name__"):
+        try:
+            value = getattr(fn, attr, None)
+        except Exception:
+            value = None
+        if value:
+            return av.key(value)
+    return av.safe_str(fn, av.NAME_LIMIT)
+
+
+def _flag(value: Any) -> bool:
+    try:
+        return bool(value)
+    except Exception:
+        return False
 
 
 def current_span() -> trace.Span:

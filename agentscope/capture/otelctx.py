@@ -38,10 +38,14 @@ if FAST:
         return _var.set(Context(values))  # type: ignore[union-attr]
 
     def leave(token: Any) -> None:
+        """Make current again what was current before ``enter``. A token of another context
+        (a generator that yielded inside a span, then was closed from another thread or
+        task) has nothing to restore in this one: it is let go, silently (OpenTelemetry's
+        ``detach`` would log an error the application can do nothing about)."""
         try:
             _var.reset(token)  # type: ignore[union-attr]
-        except (ValueError, RuntimeError):
-            _ctx.detach(token)  # logs the misuse the way OpenTelemetry does
+        except (ValueError, RuntimeError):  # another context's token, or one already used
+            pass
 else:  # pragma: no cover - a non-default OTEL_PYTHON_CONTEXT
     get_current = _ctx.get_current
 
@@ -49,7 +53,10 @@ else:  # pragma: no cover - a non-default OTEL_PYTHON_CONTEXT
         return _ctx.attach(_ctx.set_value(_SPAN_KEY, span, ctx))
 
     def leave(token: Any) -> None:
-        _ctx.detach(token)
+        try:
+            _ctx._RUNTIME_CONTEXT.detach(token)  # type: ignore[attr-defined]
+        except Exception:  # as above: nothing of this context to restore
+            pass
 
 
 def current_span() -> Any:

@@ -312,5 +312,8 @@ def fill_env(env: dict) -> None:
 def trace_env(env: Optional[Mapping[str, str]] = None) -> dict:
     """A copy of ``env`` (default ``os.environ``) that lets a child process continue the trace."""
     out = dict(os.environ if env is None else env)
-    fill_env(out)
+    try:
+        fill_env(out)
+    except Exception as e:  # the child then starts a trace of its own
+        log_once("trace-env", "agentscope: cannot pass the trace context on (%r)", e)
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import math
 import os
 import sys
 import threading
@@ -32,9 +33,10 @@ from ..semconv import ACCOUNTING_ATTRIBUTES as ACCOUNTING
 from ..semconv import (CHILD_IVCSW, CHILD_OWN_CPU, CHILD_RUN_DELAY, CHILD_VCSW, OTHER_THREADS_CPU,
                        SYSTEM_CPU, WORKERS_CPU)
 from .._version import __version__
+from . import attributes as av
 from . import children, otelctx, propagation, sdk_bridge, state
-from .span import (RUSAGE_MIN_SPAN_NS, LeanSpan, LeanTracerProvider, native_thread_id,
-                   other_threads_cpu, thread_rusage)
+from .span import (RUSAGE_MIN_SPAN_NS, LeanSpan, LeanTracerProvider, exception_attributes,
+                   native_thread_id, other_threads_cpu, thread_rusage)
 from .writer import SpanFileWriter
 
 
@@ -54,15 +56,82 @@ _UNSET = object()
 _collect_env_before: Any = _UNSET
 
 
-def _env_float(environ: Mapping[str, str], name: str, default: Optional[float]) -> Optional[float]:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
+DEFAULT_FLUSH_INTERVAL_S = 1.0
+MIN_FLUSH_INTERVAL_S = 0.01  # a shorter interval would keep the writer's thread spinning
+DEFAULT_MAX_QUEUE = 65536
+MAX_COLLECT_HZ = 1000.0
+
+
+def _ignoring(where: str, given: Any, why: str, using: Any) -> None:
+    """The one warning for a setting that cannot be used (once per setting and process)."""
+    log_once(f"config {where}", "agentscope: ignoring %s=%s (%s); using %s", where,
+             av.safe_str(given if isinstance(given, str) else _repr(given), 200), why, using)
+
+
+def _repr(value: Any) -> str:
     try:
-        return float(raw)
-    except ValueError:
-        log.warning("agentscope: ignoring %s=%r (not a number)", name, raw)
-        return default
+        return repr(value)
+    except BaseException:  # noqa: B036 - an application's object
+        return f"<{type(value).__name__}>"
+
+
+def _given(environ: Mapping[str, str], name: str, argument: Any, what: str) -> tuple:
+    """(value, where it came from) of a setting: the environment variable ``name`` wins over
+    the argument ``what``; (None, "") when neither is given."""
+    raw = environ.get(name)
+    if raw is not None and raw.strip():
+        return raw, name
+    if argument is not None:
+        return argument, what
+    return None, ""
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except BaseException:  # noqa: B036 - not a number (whatever its __float__ does)
+        return math.nan
+
+
+def _flush_interval(environ: Mapping[str, str], argument: Any) -> float:
+    given, where = _given(environ, "AGENTSCOPE_FLUSH_INTERVAL", argument, "flush_interval_s")
+    if given is None:
+        return DEFAULT_FLUSH_INTERVAL_S
+    value = _number(given)
+    if not (math.isfinite(value) and 0 < value <= threading.TIMEOUT_MAX):
+        _ignoring(where, given, "not a positive, finite number of seconds",
+                  DEFAULT_FLUSH_INTERVAL_S)
+        return DEFAULT_FLUSH_INTERVAL_S
+    if value < MIN_FLUSH_INTERVAL_S:
+        _ignoring(where, given, "too short", MIN_FLUSH_INTERVAL_S)
+        return MIN_FLUSH_INTERVAL_S
+    return value
+
+
+def _max_queue(environ: Mapping[str, str], argument: Any) -> int:
+    given, where = _given(environ, "AGENTSCOPE_MAX_QUEUE", argument, "max_queue")
+    if given is None:
+        return DEFAULT_MAX_QUEUE
+    value = _number(given)
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        _ignoring(where, given, "not a whole number of spans, at least 1", DEFAULT_MAX_QUEUE)
+        return DEFAULT_MAX_QUEUE
+    return int(value)
+
+
+def _text(value: Any) -> Optional[str]:
+    """A name given by the environment or the application, as clean text (None: not given).
+    Lone surrogates (an environment that is not UTF-8) become ``?``."""
+    if value is None:
+        return None
+    text = av.safe_str(value, av.NAME_LIMIT)
+    if not text:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def _truthy(value: Optional[str]) -> bool:
@@ -71,12 +140,13 @@ def _truthy(value: Optional[str]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Settings of one :func:`init`. Environment variables override the arguments."""
+    """Settings of one :func:`init`. Environment variables override the arguments; a value
+    that cannot be used falls back to its default, with one warning (docs/capture-safety.md)."""
 
     trace_dir: Path
     service: str
-    flush_interval_s: float = 1.0
-    max_queue: int = 65536
+    flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
+    max_queue: int = DEFAULT_MAX_QUEUE
     propagate_threads: bool = True
     propagate_subprocess: bool = True
     disabled: bool = False
@@ -86,15 +156,50 @@ class Config:
                 flush_interval_s: Optional[float], max_queue: Optional[int],
                 propagate_threads: bool, propagate_subprocess: bool,
                 environ: Optional[Mapping[str, str]] = None) -> "Config":
+        """Raises :class:`UnusableTraceDir` when the trace directory cannot be named as a
+        path (nothing else raises)."""
         env = os.environ if environ is None else environ
-        directory = env.get("AGENTSCOPE_TRACE_DIR") or trace_dir or "traces"
-        name = (env.get("AGENTSCOPE_SERVICE") or service or env.get("OTEL_SERVICE_NAME")
-                or Path(sys.argv[0] if sys.argv and sys.argv[0] else "python").stem or "python")
-        interval = _env_float(env, "AGENTSCOPE_FLUSH_INTERVAL", flush_interval_s) or 1.0
-        queue = _env_float(env, "AGENTSCOPE_MAX_QUEUE", max_queue) or 65536
+        directory, where = _given(env, "AGENTSCOPE_TRACE_DIR", trace_dir, "trace_dir")
+        try:
+            path = Path("traces" if directory is None else directory).expanduser().resolve()
+        except Exception as e:
+            raise UnusableTraceDir(where, directory, f"not a usable path: {e}") from None
+        name = (_text(env.get("AGENTSCOPE_SERVICE")) or _text(service)
+                or _text(env.get("OTEL_SERVICE_NAME")) or _script_name())
         disabled = _truthy(env.get("AGENTSCOPE_DISABLED")) or _truthy(env.get("OTEL_SDK_DISABLED"))
-        return cls(Path(directory).expanduser().resolve(), str(name), float(interval),
-                   int(queue), propagate_threads, propagate_subprocess, disabled)
+        return cls(path, name, _flush_interval(env, flush_interval_s), _max_queue(env, max_queue),
+                   bool(propagate_threads), bool(propagate_subprocess), disabled)
+
+
+def _script_name() -> str:
+    try:
+        return _text(Path(sys.argv[0] if sys.argv and sys.argv[0] else "python").stem) \
+            or "python"
+    except Exception:
+        return "python"
+
+
+class UnusableTraceDir(Exception):
+    """The trace directory cannot be written: tracing stays off (said once)."""
+
+    def __init__(self, where: str, given: Any, why: str) -> None:
+        super().__init__(why)
+        self.where, self.given, self.why = where or "trace_dir", given, why
+
+
+def _check_trace_dir(path: Path, where: str) -> None:
+    """Make the trace directory, and raise :class:`UnusableTraceDir` if it cannot be
+    written (a file, under /proc, read-only, no permission)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UnusableTraceDir(where, path, "it is not a directory") from None
+    except OSError as e:
+        raise UnusableTraceDir(where, path, e.strerror or str(e)) from None
+    if not path.is_dir():
+        raise UnusableTraceDir(where, path, "it is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UnusableTraceDir(where, path, "not writable")
 
 
 @dataclasses.dataclass
@@ -140,34 +245,56 @@ def init(trace_dir: "str | os.PathLike[str] | None" = None, service: Optional[st
     only the probe of this process's interpreter lock (``agentscope run`` sets it: its own
     sampler reads the rest).
     """
-    global _atexit_registered
     state.init_called = True
-    with _init_lock:
-        if state.active is not None:
-            return state.active
-        config = Config.resolve(trace_dir, service, flush_interval_s, max_queue,
-                                propagate_threads, propagate_subprocess)
-        if config.disabled:
-            log.info("agentscope: tracing disabled by the environment")
-            return None
+    try:
+        with _init_lock:
+            if state.active is not None:
+                return state.active
+            return _start(trace_dir, service, flush_interval_s, max_queue, tracer_provider,
+                          propagate_threads, propagate_subprocess, collect)
+    except UnusableTraceDir as e:
+        given = av.safe_str(e.given, 1024)
+        log_once(f"trace dir {given}", "agentscope: cannot write traces to %s (%s: %s); "
+                 "tracing is off", given, e.where, e.why)
+    except Exception as e:  # never into the application: it runs untraced
+        log_once("init", "agentscope: cannot start tracing (%r); the program runs untraced", e)
+    return None
+
+
+def _start(trace_dir: Any, service: Any, flush_interval_s: Any, max_queue: Any,
+           tracer_provider: Any, propagate_threads: bool, propagate_subprocess: bool,
+           collect: Any) -> Optional[Runtime]:
+    global _atexit_registered
+    config = Config.resolve(trace_dir, service, flush_interval_s, max_queue,
+                            propagate_threads, propagate_subprocess)
+    if config.disabled:
+        log.info("agentscope: tracing disabled by the environment")
+        return None
+    where = "AGENTSCOPE_TRACE_DIR" if os.environ.get("AGENTSCOPE_TRACE_DIR", "").strip() \
+        else "trace_dir"
+    _check_trace_dir(config.trace_dir, where)
+    try:
         writer = SpanFileWriter(config.trace_dir, service=config.service,
                                 flush_interval_s=config.flush_interval_s,
                                 max_queue=config.max_queue)
-        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-        tracer = None
-        if hasattr(provider, "add_span_processor") and provider is not LEAN_PROVIDER:
-            mode = "sdk"
-            sdk_bridge.attach_to(provider)
-            tracer = provider.get_tracer("agentscope", __version__)
-        else:
-            mode = "lean"
-            if isinstance(provider, trace.ProxyTracerProvider):
-                trace.set_tracer_provider(LEAN_PROVIDER)
-            elif provider is not LEAN_PROVIDER:
-                log.warning("agentscope: the global TracerProvider (%s) is not an OpenTelemetry "
-                            "SDK provider; agentscope records its own spans only",
-                            type(provider).__name__)
-        rt = Runtime(config, writer, mode, tracer, propagation.parse_environment(os.environ))
+    except OSError as e:
+        raise UnusableTraceDir(where, config.trace_dir, e.strerror or str(e)) from None
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    tracer = None
+    if hasattr(provider, "add_span_processor") and provider is not LEAN_PROVIDER:
+        mode = "sdk"
+        sdk_bridge.attach_to(provider)
+        tracer = provider.get_tracer("agentscope", __version__)
+    else:
+        mode = "lean"
+        if isinstance(provider, trace.ProxyTracerProvider):
+            trace.set_tracer_provider(LEAN_PROVIDER)
+        elif provider is not LEAN_PROVIDER:
+            log.warning("agentscope: the global TracerProvider (%s) is not an OpenTelemetry "
+                        "SDK provider; agentscope records its own spans only",
+                        type(provider).__name__)
+    rt = Runtime(config, writer, mode, tracer, _remote_parent())
+    try:
         if config.propagate_threads:
             propagation.install_thread_propagation()
         children.current_node = _current_node
@@ -177,30 +304,60 @@ def init(trace_dir: "str | os.PathLike[str] | None" = None, service: Optional[st
         if not _atexit_registered:
             atexit.register(_at_exit)
             _atexit_registered = True
-        state.active = rt
+    except BaseException:
+        children.enabled = False
+        raise
+    state.active = rt
+    try:
         hz, full = _collect_rate(collect, os.environ.get("AGENTSCOPE_COLLECT"))
         if hz:
             rt.sampler = _start_sampler(config.trace_dir, hz, full)
-        return rt
+    except Exception as e:  # tracing runs on without counters
+        log_once("collect", "agentscope: cannot start the counter sampler (%r); spans are "
+                 "recorded without counters", e)
+    return rt
+
+
+def _remote_parent() -> Optional[trace.Span]:
+    """The parent named by ``TRACEPARENT`` (None, with a warning, if it cannot be read)."""
+    try:
+        return propagation.parse_environment(os.environ)
+    except Exception as e:
+        _ignoring("TRACEPARENT", os.environ.get("TRACEPARENT"), f"unreadable: {e!r}",
+                  "no parent")
+        return None
 
 
 def _collect_rate(collect: "bool | float", env: Optional[str]) -> tuple:
     """(rate in Hz or 0, whether to read every source or only probe this process's GIL).
     ``AGENTSCOPE_COLLECT``: ``1`` or a rate, ``gil`` (the probe only: set by ``agentscope run``
-    and for the children of a sampling process), or ``0``."""
+    and for the children of a sampling process), or ``0``. A rate that is not a positive
+    number up to MAX_COLLECT_HZ is taken as 10 Hz, with a warning."""
     if env is not None and env.strip():
         value = env.strip().lower()
         if value in ("0", "false", "no", "off"):
             return 0.0, False
         if value == "gil":
             return 10.0, False
-        try:
-            return (float(value) if float(value) > 1 else 10.0), True
-        except ValueError:
+        if value in ("1", "true", "yes", "on"):
             return 10.0, True
+        hz = _rate(value, "AGENTSCOPE_COLLECT")
+        return (hz if hz > 1 else 10.0), True
     if collect is True:
         return 10.0, True
-    return (float(collect), True) if collect else (0.0, False)
+    if collect is None or collect is False:
+        return 0.0, False
+    if _number(collect) == 0:
+        return 0.0, False
+    return _rate(collect, "collect"), True
+
+
+def _rate(given: Any, where: str) -> float:
+    hz = _number(given)
+    if not (math.isfinite(hz) and 0 < hz <= MAX_COLLECT_HZ):
+        _ignoring(where, given, f"not a rate in Hz up to {MAX_COLLECT_HZ:g}", "10 Hz")
+        return 10.0
+    return hz
 
 
 def _start_sampler(directory: Path, hz: float, full: bool = True) -> Any:
@@ -228,7 +385,11 @@ def _start_sampler(directory: Path, hz: float, full: bool = True) -> Any:
 
 
 def shutdown(timeout_s: float = 5.0) -> None:
-    """Flush and close the trace files; instrumentation becomes a no-op until the next init."""
+    """Flush and close the trace files; instrumentation becomes a no-op until the next init.
+    Never raises."""
+    timeout_s = _number(timeout_s)
+    if not math.isfinite(timeout_s) or timeout_s < 0:
+        timeout_s = 5.0
     with _init_lock:
         rt = state.active
         if rt is None:
@@ -261,9 +422,14 @@ def _restore_collect_env() -> None:
 
 
 def flush(timeout_s: Optional[float] = None) -> bool:
-    """Write everything recorded so far (without stopping)."""
+    """Write everything recorded so far (without stopping). Never raises."""
     rt = state.active
-    return True if rt is None else rt.writer.flush(timeout_s)
+    if rt is None:
+        return True
+    timeout = _number(timeout_s) if timeout_s is not None else None
+    if timeout is not None and not math.isfinite(timeout):
+        timeout = None if timeout > 0 else 0.0
+    return rt.writer.flush(timeout)
 
 
 def _at_exit() -> None:
@@ -280,8 +446,16 @@ class SdkHandle:
                  "end_ns", "local_parent", "loop")
 
     def fail(self, exc: BaseException) -> None:
-        self.span.record_exception(exc)
-        self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:1024]))
+        """The exception event (ours, bounded and safe: the SDK's record_exception calls the
+        exception's __str__ unguarded) and the error status. Never raises."""
+        try:
+            self.span.add_event("exception", exception_attributes(exc))
+        except Exception as e:
+            log_once("sdk-exception", "agentscope: cannot record an exception (%r)", e)
+        try:
+            self.span.set_status(Status(StatusCode.ERROR, av.describe(exc)))
+        except Exception as e:
+            log_once("sdk-status", "agentscope: cannot set a span's status (%r)", e)
 
     def finish(self) -> None:
         if self.token is not None:

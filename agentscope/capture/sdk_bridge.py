@@ -9,6 +9,7 @@ and is moved back into columns here.
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from typing import Any, Optional
@@ -17,8 +18,10 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from .. import semconv
+from .._log import log_once
 from ..formats import spanfile
 from ..records import SpanEvent, SpanLink, SpanRecord
+from . import attributes as av
 from . import state
 
 _STATUS = {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "error"}
@@ -36,8 +39,16 @@ class FileSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         rt = state.active
-        if rt is not None:
-            rt.writer.submit(_Pending(span))
+        if rt is None:
+            return
+        try:
+            writer = rt.writer
+            start = span.start_time or 0
+            if writer.forked_at_ns and start < writer.forked_at_ns:
+                return  # open when this process forked: the parent writes it (LeanSpan.end)
+            writer.submit(_Pending(span, start))
+        except Exception as e:  # never into the SDK's (the application's) span end
+            log_once("sdk-on-end", "agentscope: cannot queue an SDK span (%r)", e)
 
     def shutdown(self) -> None:
         pass
@@ -57,45 +68,68 @@ def attach_to(provider: Any) -> None:
 
 
 class _Pending:
-    """An ended SDK span waiting in the queue; converted on the writer's thread."""
+    """An ended SDK span waiting in the queue; converted on the writer's thread. ``nbytes``:
+    the text its attributes and events hold (the writer's byte bound); ``end_ns``: when it
+    ended (the writer's age check)."""
 
-    __slots__ = ("span",)
+    __slots__ = ("span", "nbytes", "end_ns")
 
-    def __init__(self, span: ReadableSpan) -> None:
+    def __init__(self, span: ReadableSpan, start: int) -> None:
         self.span = span
+        self.end_ns = span.end_time or start
+        nbytes = _text_size(span.attributes)
+        for event in span.events or ():
+            nbytes += _text_size(event.attributes)
+        self.nbytes = nbytes
 
     def encode(self, writer: Any) -> str:
         return spanfile.encode(record_from_readable(self.span, writer))
 
 
+def _text_size(attrs: Any) -> int:
+    if not attrs:
+        return 0
+    n = 0
+    for v in attrs.values():
+        if type(v) is str:
+            n += len(v)
+        elif type(v) is tuple:
+            n += av.size(v)
+    return n
+
+
 def record_from_readable(span: ReadableSpan, writer: Any) -> SpanRecord:
+    """Our record of an SDK span; its attribute values within our limits (attributes.py)."""
     ctx = span.context
-    attrs = dict(span.attributes or {})
+    attrs = {key: av.value(v) for key, v in (span.attributes or {}).items()}
     stage = attrs.pop(semconv.STAGE, None)
     cols: dict[str, Optional[int]] = {col: None for col in semconv.ACCOUNTING_ATTRIBUTES}
     for attr, col in _COLUMN_BY_ATTR.items():
         if attr in attrs:
             value = attrs.pop(attr)
-            cols[col] = int(value) if isinstance(value, (int, float)) else None
+            cols[col] = int(value) if isinstance(value, int) or (
+                isinstance(value, float) and math.isfinite(value)) else None
     service = None
     resource = getattr(span, "resource", None)
     if resource is not None:
         service = resource.attributes.get("service.name")
     if not service or str(service).startswith("unknown_service"):
         service = writer.service or service
-    events = tuple(SpanEvent(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events)
+    events = tuple(SpanEvent(av.key(e.name), e.timestamp, av.convert(e.attributes))
+                   for e in span.events[:av.EVENT_LIMIT])
     links = tuple(SpanLink(f"{lk.context.trace_id:032x}", f"{lk.context.span_id:016x}",
-                           dict(lk.attributes or {})) for lk in span.links)
+                           av.convert(lk.attributes)) for lk in span.links)
     start = span.start_time or 0
     parent = span.parent
     return SpanRecord(
         trace_id=f"{ctx.trace_id:032x}", span_id=f"{ctx.span_id:016x}",
         parent_span_id=f"{parent.span_id:016x}" if parent is not None and parent.is_valid else None,
-        name=span.name, stage=None if stage is None else str(stage),
+        name=av.key(span.name), stage=None if stage is None else av.safe_str(stage, 64),
         kind=span.kind.name.lower() if span.kind is not None else "internal",
         start_ns=start, end_ns=max(span.end_time or start, start),
         status=_STATUS.get(span.status.status_code, "unset"),
-        status_message=span.status.description or None,
+        status_message=av.safe_str(span.status.description, 1024) or None
+        if span.status.description else None,
         service=None if service is None else str(service), host=writer.host, pid=writer.pid,
         attrs=attrs, events=events, links=links, **cols,
     )

@@ -18,14 +18,18 @@ import resource
 import threading
 import time
 import traceback
+import types
+import weakref
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
 from .. import semconv
+from .._log import log_once
 from ..formats import spanfile
 from ..records import SpanEvent, SpanLink, SpanRecord
+from . import attributes as av
 from . import state
 from .otelctx import leave as _detach
 
@@ -43,6 +47,8 @@ _KIND_NAMES = {SpanKind.INTERNAL: "internal", SpanKind.SERVER: "server",
                SpanKind.CONSUMER: "consumer"}
 _STATUS_NAMES = {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "error"}
 _MAX_STACKTRACE = 16384
+_STACK_FRAMES = 64  # frames of a recorded exception's stack (the innermost ones)
+_value = av.value
 # A span may start from the rusage reading its thread took when its previous span ended, if
 # that is at most this old: in tight loops of short spans that saves one of the two syscalls.
 # Context switches and page faults in that gap (<= 50 us) are then counted in the new span.
@@ -120,6 +126,8 @@ class LeanSpan(trace.Span):
     child_own_cpu_ns = 0
     loop_task: Any = None  # on a loop: its asyncio task, and that task's span before it
     loop_prev: Any = None
+    # nbytes: text of its own (attributes set on it, events), for the writer's byte bound;
+    # an instance attribute (set in __init__): the writer reads it for every span
     _own_attrs = False
     _sc: Optional[SpanContext] = None
 
@@ -174,6 +182,7 @@ class LeanSpan(trace.Span):
             tl.ru, tl.ru_ns, tl.proc = ru, now, self.proc0
         self.cpu0 = _thread_time_ns()
         self.start_ns = now if start_ns is None else start_ns
+        self.nbytes = 0
 
     # ---- the hot end ----------------------------------------------------------------------
     def end(self, end_time: Optional[int] = None) -> None:
@@ -210,15 +219,14 @@ class LeanSpan(trace.Span):
                           semconv.CHILD_OWN_CPU: self.child_own_cpu_ns}
         if self.workers_cpu_ns:  # rare: jobs it handed to worker threads
             self.attrs = {**self.attrs, semconv.WORKERS_CPU: self.workers_cpu_ns}
-        self.end_ns = now if end_time is None else end_time
+        self.end_ns = now if end_time is None or type(end_time) is not int else end_time
         rt = state.active
         if rt is not None:
             writer = rt.writer
-            writer.submit(self)
-            if writer.forked_at_ns:  # a forked child: flush when its own top-level span ends
-                lp = self.local_parent
-                if lp is None or lp.start_ns < writer.forked_at_ns:
-                    writer.flush()
+            if writer.forked_at_ns:
+                _end_in_forked_child(self, writer)
+            else:
+                writer.submit(self)
 
     def finish(self) -> None:
         """End a span that :func:`agentscope.capture.runtime.begin` made current."""
@@ -231,10 +239,12 @@ class LeanSpan(trace.Span):
         self.end()
 
     def fail(self, exc: BaseException) -> None:
-        """Record an exception that escaped the instrumented code, and mark the span failed."""
-        self.record_exception(exc)
+        """Record an exception that escaped the instrumented code, and mark the span failed.
+        Never raises, whatever the exception's ``__str__`` does (the description is then its
+        type's name)."""
         self.status = "error"
-        self.status_message = f"{type(exc).__name__}: {exc}"[:1024]
+        self.status_message = av.describe(exc)
+        self._record_exception(exc, None, None, True)
 
     @property
     def span(self) -> "LeanSpan":
@@ -257,11 +267,23 @@ class LeanSpan(trace.Span):
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         if self.end_ns or not attributes:
             return
-        attrs = self._writable_attrs()
-        for key, value in attributes.items():
-            value = semconv.attribute_value(value)
-            if value is not None:
-                attrs[str(key)] = value
+        try:
+            attrs = self._writable_attrs()
+            nbytes = 0
+            for key, value in attributes.items():
+                value = _value(value)
+                if value is not None:
+                    if type(key) is not str:
+                        key = av.key(key)
+                    if len(attrs) >= av.COUNT_LIMIT and key not in attrs:
+                        continue  # beyond the limit: dropped, as OpenTelemetry's SDK does
+                    attrs[key] = value
+                    if type(value) is not int:
+                        nbytes += av.size(value)
+            if nbytes:
+                self.nbytes += nbytes
+        except Exception as e:  # a hostile mapping: the OpenTelemetry API never raises
+            _trouble("setting attributes", e)
 
     def set_attribute(self, key: str, value: Any) -> None:
         self.set_attributes({key: value})
@@ -270,21 +292,33 @@ class LeanSpan(trace.Span):
                   timestamp: Optional[int] = None) -> None:
         if self.end_ns:
             return
-        if self.events is None:
-            self.events = []
-        self.events.append(SpanEvent(str(name), _time_ns() if timestamp is None else timestamp,
-                                     semconv.normalize(attributes or {}) if attributes else {}))
+        try:
+            events = self.events
+            if events is None:
+                events = self.events = []
+            elif len(events) >= av.EVENT_LIMIT:
+                return  # beyond the limit: dropped, as OpenTelemetry's SDK does
+            attrs = av.normalize(attributes) if attributes else {}
+            name = av.key(name)
+            events.append(SpanEvent(name, _time_ns() if type(timestamp) is not int
+                                    else timestamp, attrs))
+            self.nbytes += len(name) + sum(av.size(v) for v in attrs.values())
+        except Exception as e:
+            _trouble("adding an event", e)
 
     def add_link(self, context: SpanContext, attributes: Optional[Mapping[str, Any]] = None) -> None:
-        if self.end_ns or context is None or not context.is_valid:
-            return
-        self.links = tuple(self.links) + (SpanLink(f"{context.trace_id:032x}",
-                                                   f"{context.span_id:016x}",
-                                                   dict(attributes or {})),)
+        try:
+            if self.end_ns or context is None or not context.is_valid:
+                return
+            self.links = tuple(self.links) + (SpanLink(f"{context.trace_id:032x}",
+                                                       f"{context.span_id:016x}",
+                                                       av.convert(attributes)),)
+        except Exception as e:
+            _trouble("adding a link", e)
 
     def update_name(self, name: str) -> None:
         if not self.end_ns:
-            self.name = str(name)
+            self.name = av.key(name)
 
     def is_recording(self) -> bool:
         return not self.end_ns
@@ -301,26 +335,33 @@ class LeanSpan(trace.Span):
         if code is StatusCode.UNSET:
             return
         self.status = _STATUS_NAMES.get(code, "unset")
-        self.status_message = description if code is StatusCode.ERROR else None
+        self.status_message = (None if code is not StatusCode.ERROR or description is None
+                               else av.safe_str(description, 1024))
 
     def record_exception(self, exception: BaseException,
                          attributes: Optional[Mapping[str, Any]] = None,
                          timestamp: Optional[int] = None, escaped: bool = False) -> None:
-        cls = type(exception)
-        module = cls.__module__
-        qualname = cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+        self._record_exception(exception, attributes, timestamp, False)
+
+    def _record_exception(self, exception: BaseException, attributes: Any, timestamp: Any,
+                          always: bool) -> None:
+        """The ``exception`` event; ``always``: even past the event limit (the exception that
+        ended the span). Never raises: the exception is the application's, with whatever its
+        ``__str__``, ``args`` or traceback do."""
         try:
-            stack = "".join(traceback.format_exception(cls, exception, exception.__traceback__))
-        except Exception:
-            stack = ""
-        attrs = {"exception.type": qualname, "exception.message": _safe_str(exception),
-                 "exception.stacktrace": stack[-_MAX_STACKTRACE:]}
-        if attributes:
-            attrs.update(semconv.normalize(attributes))
-        if self.events is None:
-            self.events = []
-        self.events.append(SpanEvent("exception", _time_ns() if timestamp is None else timestamp,
-                                     attrs))
+            events = self.events
+            if events is None:
+                events = self.events = []
+            elif len(events) >= av.EVENT_LIMIT and not always:
+                return
+            attrs = exception_attributes(exception)
+            if attributes:
+                attrs.update(av.normalize(attributes))
+            events.append(SpanEvent("exception", _time_ns() if type(timestamp) is not int
+                                    else timestamp, attrs))
+            self.nbytes += sum(av.size(v) for v in attrs.values())
+        except Exception as e:
+            _trouble("recording an exception", e)
 
     # ---- off the hot path: the flat record ---------------------------------------------------
     def to_record(self, writer: Any) -> SpanRecord:
@@ -335,7 +376,7 @@ class LeanSpan(trace.Span):
         return SpanRecord(
             f"{self.trace_id:032x}", f"{self.span_id:016x}",
             f"{self.parent_id:016x}" if self.parent_id else None,
-            self.name, stage, self.kind, self.start_ns, self.end_ns or self.start_ns,
+            self.name, stage, self.kind, self.start_ns, max(self.end_ns, self.start_ns),
             self.status, self.status_message, writer.service, writer.host, writer.pid, self.tid,
             self.thread_cpu_ns, self.child_cpu_ns, self.children, self.vcsw, self.ivcsw,
             self.minflt, self.majflt,
@@ -351,7 +392,7 @@ class LeanSpan(trace.Span):
         parent = self.parent_id
         return spanfile.encode_fields(
             f"{self.trace_id:032x}", f"{self.span_id:016x}", f"{parent:016x}" if parent else None,
-            self.name, stage, self.kind, self.start_ns, self.end_ns or self.start_ns,
+            self.name, stage, self.kind, self.start_ns, max(self.end_ns, self.start_ns),
             self.status, self.status_message, writer.service, writer.host, writer.pid, self.tid,
             self.thread_cpu_ns, self.child_cpu_ns, self.children, self.vcsw, self.ivcsw,
             self.minflt, self.majflt, self.child_majflt, attrs, self.events, self.links)
@@ -360,11 +401,89 @@ class LeanSpan(trace.Span):
         return f"LeanSpan({self.name!r}, trace={self.trace_id:032x}, span={self.span_id:016x})"
 
 
-def _safe_str(value: Any) -> str:
+def exception_attributes(exc: BaseException) -> dict:
+    """``exception.type``, ``.message`` and ``.stacktrace`` of an exception, each bounded.
+    Never raises (a message that cannot be had is left out)."""
+    cls = type(exc)
+    name = av.safe_str(getattr(cls, "__qualname__", None) or cls.__name__, av.NAME_LIMIT)
+    module = getattr(cls, "__module__", None)
+    qualname = name if type(module) is not str or module in ("builtins", "__main__") \
+        else f"{module}.{name}"
     try:
-        return str(value)
-    except Exception:
-        return f"<unprintable {type(value).__name__}>"
+        stack = _stacktrace(exc)
+    except BaseException:  # noqa: B036 - whatever the exception's chain or traceback does
+        stack = ""
+    attrs = {"exception.type": qualname, "exception.stacktrace": stack[-_MAX_STACKTRACE:]}
+    message = av.text_of(exc)
+    if message is not None:
+        attrs["exception.message"] = message
+    return attrs
+
+
+_CHAIN = 8  # exceptions of a chain (__cause__, __context__) in a stack trace
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def _stacktrace(exc: BaseException) -> str:
+    """The stack trace Python would print, bounded: the innermost _STACK_FRAMES frames of
+    each of at most _CHAIN chained exceptions. The spans of a deep recursion each record the
+    same exception: the trace of its innermost frames is formatted once (per thread)."""
+    parts: list = []
+    seen: set = set()
+    e: Optional[BaseException] = exc
+    while e is not None and len(seen) < _CHAIN and id(e) not in seen:
+        seen.add(id(e))
+        parts.append(_one_trace(e))
+        if e.__cause__ is not None:
+            parts.append(_CAUSE)
+            e = e.__cause__
+        elif e.__context__ is not None and not e.__suppress_context__:
+            parts.append(_CONTEXT)
+            e = e.__context__
+        else:
+            break
+    return "".join(reversed(parts))
+
+
+def _one_trace(exc: BaseException) -> str:
+    entries = []
+    tb = exc.__traceback__
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    entries = entries[-_STACK_FRAMES:]
+    first = entries[0] if entries else None
+    cached = getattr(_thread_local, "trace", None)
+    if cached is not None and cached[0]() is exc and cached[1] == id(first):
+        return cached[2]
+    short = None
+    for entry in reversed(entries):
+        short = types.TracebackType(short, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    text = "".join(traceback.format_exception(type(exc), exc, short, chain=False))
+    try:
+        _thread_local.trace = (weakref.ref(exc), id(first), text)
+    except TypeError:  # not weakly referenceable: no cache
+        pass
+    return text
+
+
+def _end_in_forked_child(span: LeanSpan, writer: Any) -> None:
+    """End of a span in a forked child. One that was open when the process forked is the
+    parent's: the parent writes it, and a second copy here (same ids, another end) would be
+    a duplicate. The child's own top-level spans are written at once (forked workers often
+    leave through ``os._exit``, running no exit handlers)."""
+    forked = writer.forked_at_ns
+    if span.start_ns < forked:
+        return
+    writer.submit(span)
+    lp = span.local_parent
+    if lp is None or lp.start_ns < forked:
+        writer.flush()
+
+
+def _trouble(what: str, exc: BaseException) -> None:
+    log_once(f"span api: {what}", "agentscope: %s failed (%r); ignored", what, exc)
 
 
 class LeanTracer(trace.Tracer):
@@ -383,23 +502,30 @@ class LeanTracer(trace.Tracer):
                    set_status_on_exception: bool = True) -> trace.Span:
         if state.active is None:
             return trace.INVALID_SPAN
+        try:
+            return self._start(name, context, kind, attributes, links, start_time)
+        except Exception as e:  # other instrumentation's call: the API never raises
+            _trouble("starting a span", e)
+            return trace.INVALID_SPAN
+
+    def _start(self, name: Any, context: Any, kind: Any, attributes: Any, links: Any,
+               start_time: Any) -> LeanSpan:
         parent = trace.get_current_span(context)
         if parent is trace.INVALID_SPAN or not parent.get_span_context().is_valid:
             parent = state.active.default_parent
         attrs = dict(self._scope_attrs)
         if attributes:
-            for key, value in attributes.items():
-                value = semconv.attribute_value(value)
-                if value is not None:
-                    attrs[str(key)] = value
+            attrs.update(av.convert(attributes))
         span_links = tuple(
             SpanLink(f"{lk.context.trace_id:032x}", f"{lk.context.span_id:016x}",
-                     dict(lk.attributes or {}))
+                     av.convert(lk.attributes))
             for lk in (links or ()) if lk.context is not None and lk.context.is_valid)
         stage = attrs.pop(semconv.STAGE, None)
-        span = LeanSpan(str(name), str(stage) if stage is not None else None, attrs, parent,
-                        _KIND_NAMES.get(kind, "internal"), span_links, start_time)
+        span = LeanSpan(av.key(name), None if stage is None else av.safe_str(stage, 64), attrs,
+                        parent, _KIND_NAMES.get(kind, "internal"), span_links,
+                        start_time if type(start_time) is int else None)
         span._own_attrs = True
+        span.nbytes = sum(av.size(v) for v in attrs.values())
         return span
 
     @contextlib.contextmanager
