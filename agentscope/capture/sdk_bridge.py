@@ -119,7 +119,9 @@ def record_from_readable(span: ReadableSpan, writer: Any) -> SpanRecord:
                    for e in span.events[:av.EVENT_LIMIT])
     links = tuple(SpanLink(f"{lk.context.trace_id:032x}", f"{lk.context.span_id:016x}",
                            av.convert(lk.attributes)) for lk in span.links)
-    start = span.start_time or 0
+    # a span started at time 0 (a caller's explicit start_time=0) has no start: its end
+    # stands in (the loader names a span starting at 0 as a problem)
+    start = span.start_time or span.end_time or 0
     parent = span.parent
     return SpanRecord(
         trace_id=f"{ctx.trace_id:032x}", span_id=f"{ctx.span_id:016x}",

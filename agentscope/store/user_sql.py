@@ -57,7 +57,7 @@ def check_statement(statement: str) -> None:
         raise QueryError(f"a SQL statement is text, not {type(statement).__name__}")
     try:
         statements = duckdb.extract_statements(statement)
-    except duckdb.Error as e:
+    except (duckdb.Error, UnicodeDecodeError) as e:  # a message quoting non-UTF-8 input
         raise QueryError(_message(e)) from None
     if len(statements) != 1:
         raise QueryError(f"one statement at a time, not {len(statements)}")
@@ -120,7 +120,7 @@ class UserSQL:
             if frame:
                 return cursor.fetchdf()
             return [d[0] for d in cursor.description or []], cursor.fetchall()
-        except duckdb.Error as e:
+        except (duckdb.Error, UnicodeDecodeError) as e:  # a message quoting non-UTF-8 input
             raise QueryError(_message(e)) from None
         finally:
             try:
@@ -162,7 +162,11 @@ def _ident(name: str) -> str:
 def _message(e: BaseException) -> str:
     """DuckDB's reason, said for a user's query: what the locked-down settings refused is
     named as such."""
-    text = str(e).strip() or type(e).__name__
+    try:  # printable whatever it quotes: non-UTF-8 input comes back as lone surrogates
+        text = str(e).encode("utf-8", "backslashreplace").decode("utf-8").strip()
+    except Exception:  # noqa: BLE001 - a message that cannot be made into text
+        text = ""
+    text = text or type(e).__name__
     if isinstance(e, duckdb.PermissionException):
         return (f"read-only query: no files, network or extensions from here ({text}); "
                 "docs/cli.md#query")
