@@ -375,11 +375,15 @@ def _check_value(value) -> None:
         assert value is None or isinstance(value, (int, float, bool))
 
 
+# in SDK mode set_attribute and add_event act on the application's own SDK span: not ours to
+# guard, so those pairs are not generated
+MODE_VIAS = [(m, v) for m in MODES for v in VIAS
+             if not (m == "sdk" and v in ("set_attribute", "event"))]
+
+
 @pytest.mark.parametrize("kind", list(VALUES))
-@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("mode,via", MODE_VIAS, indirect=["mode"])
 def test_hostile_attribute_values_are_converted_never_raised(mode, via, kind):
-    if mode == "sdk" and via in ("set_attribute", "event"):
-        pytest.skip("in sdk mode the span is the application's SDK span: not ours to guard")
     value = VALUES[kind]()
     before = otelctx.get_current()
     if via == "decorator":

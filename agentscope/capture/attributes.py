@@ -153,9 +153,27 @@ def size(v: Any) -> int:
 def normalize(attrs: Mapping[str, Any]) -> dict:
     """Keyword arguments -> attribute dict: names mapped to the conventions (semconv),
     values converted, ``None`` dropped, at most :data:`COUNT_LIMIT` of them. Never raises."""
+    return _converted(attrs, _conventional)
+
+
+def convert(attrs: Any) -> dict:
+    """Attributes given with their final names (an OpenTelemetry API call): keys made
+    ``str``, values converted, ``None`` dropped, at most :data:`COUNT_LIMIT`. Never raises."""
+    return _converted(attrs, key)
+
+
+def _conventional(k: Any) -> str:
+    """An attribute's name as the conventions spell it (semconv), else as given."""
+    try:
+        return semconv.attribute_name(key(k))
+    except BaseException:  # noqa: B036
+        return key(k)
+
+
+def _converted(attrs: Any, name_of: Any) -> dict:
     out: dict = {}
     try:
-        items = list(attrs.items())
+        items = list(attrs.items()) if attrs else ()
     except BaseException:  # noqa: B036 - a hostile mapping
         return out
     for k, v in items:
@@ -163,22 +181,8 @@ def normalize(attrs: Mapping[str, Any]) -> dict:
             break
         v = value(v)
         if v is not None:
-            try:
-                name = semconv.attribute_name(key(k))
-            except BaseException:  # noqa: B036
-                name = key(k)
-            out[name] = v
+            out[name_of(k)] = v
     return out
-
-
-def convert(attrs: Any) -> dict:
-    """Attributes given with their final names (an OpenTelemetry API call): keys made
-    ``str``, values converted, ``None`` dropped, at most :data:`COUNT_LIMIT`. Never raises."""
-    out: dict = {}
-    try:
-        items = list(attrs.items()) if attrs else ()
-    except BaseException:  # noqa: B036
-        return out
     for k, v in items:
         if len(out) >= COUNT_LIMIT:
             break
