@@ -183,13 +183,6 @@ def _converted(attrs: Any, name_of: Any) -> dict:
         if v is not None:
             out[name_of(k)] = v
     return out
-    for k, v in items:
-        if len(out) >= COUNT_LIMIT:
-            break
-        v = value(v)
-        if v is not None:
-            out[key(k)] = v
-    return out
 
 
 def describe(exc: BaseException) -> str:

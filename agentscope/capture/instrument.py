@@ -398,13 +398,18 @@ def stage(kind: "Stage | str", name: Optional[str] = None, **attrs: Any) -> Inst
     """
     if callable(kind) and not isinstance(kind, (str, Stage)):
         raise TypeError("name the stage: @agentscope.stage('tool'), not @agentscope.stage")
+    return Instrument(_parsed(Stage, kind, "stage"), name, attrs)
+
+
+def _parsed(vocabulary: Any, given: Any, what: str) -> str:
+    """``vocabulary.parse(given).value``; a hostile object (whose comparison or ``str()``
+    raises) is the ValueError of a value not in the vocabulary, as a wrong string is."""
     try:
-        value = Stage.parse(kind).value
+        return vocabulary.parse(given).value
     except ValueError:
         raise
-    except Exception:  # a hostile object: still the configuration error it is
-        raise ValueError(f"unknown stage: a {type(kind).__name__} that is not one") from None
-    return Instrument(value, name, attrs)
+    except Exception:
+        raise ValueError(f"unknown {what}: a {type(given).__name__} that is not one") from None
 
 
 def task(name: "str | Callable[..., Any] | None" = None, *, lane: "Lane | str" = Lane.ONLINE,
@@ -418,12 +423,7 @@ def task(name: "str | Callable[..., Any] | None" = None, *, lane: "Lane | str" =
     """
     if callable(name):
         return task()(name)
-    try:
-        value = Lane.parse(lane).value
-    except ValueError:
-        raise
-    except Exception:  # a hostile object: still the configuration error it is
-        raise ValueError(f"unknown lane: a {type(lane).__name__} that is not one") from None
+    value = _parsed(Lane, lane, "lane")
     return Instrument(Stage.TASK.value, name, attrs, ((semconv.LANE, value),), new_trace)
 
 

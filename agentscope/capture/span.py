@@ -306,7 +306,8 @@ class LeanSpan(trace.Span):
         except Exception as e:
             _trouble("adding an event", e)
 
-    def add_link(self, context: SpanContext, attributes: Optional[Mapping[str, Any]] = None) -> None:
+    def add_link(self, context: SpanContext,
+                 attributes: Optional[Mapping[str, Any]] = None) -> None:
         try:
             if self.end_ns or context is None or not context.is_valid:
                 return
