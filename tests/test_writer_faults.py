@@ -207,6 +207,27 @@ def test_large_attributes_are_cut_and_counted_against_the_byte_bound(tmp_path):
     assert span.attrs["agentscope.tags"] == ["p" * attributes.VALUE_LIMIT] * 3
 
 
+def test_sdk_spans_count_their_attributes_and_events_against_the_byte_bound(tmp_path):
+    """In SDK mode the span's text is counted on the application's thread (read from the SDK
+    span's own mapping, not its copying properties): its attributes and its events'."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    rt = agentscope.init(tmp_path, flush_interval_s=3600, tracer_provider=TracerProvider())
+    assert rt.mode == "sdk"
+    rt.writer._need_start = False  # no writer thread: the queue as the spans left it
+    with agentscope.stage("tool", name="big") as span:
+        span.set_attribute("prompt", "p" * 30_000)
+        span.set_attribute("tags", ("t" * 1000, "u" * 2000))
+        span.add_event("chunk", {"text": "e" * 5_000})
+    (queued,) = rt.writer._queue
+    assert 38_000 <= queued.nbytes < 38_200  # the strings, the tool name, nothing twice
+    assert rt.writer._queued_bytes == queued.nbytes
+    agentscope.shutdown()
+    (span,) = scan(tmp_path).spans
+    assert span.attrs["prompt"] == "p" * attributes.VALUE_LIMIT
+    assert span.events[0].attrs["text"] == "e" * 5_000
+
+
 def test_writes_are_chunked_so_memory_stays_bounded(tmp_path, monkeypatch):
     w = quiet_writer(tmp_path)
     sizes = []

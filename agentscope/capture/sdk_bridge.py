@@ -77,8 +77,13 @@ class _Pending:
     def __init__(self, span: ReadableSpan, start: int) -> None:
         self.span = span
         self.end_ns = span.end_time or start
-        nbytes = _text_size(span.attributes)
-        for event in span.events or ():
+        # read on the application's thread, so as cheaply as the SDK allows: its span's own
+        # attribute mapping and event list where it has them (the public properties copy and
+        # lock per item: 4 us of a 100 us span), the public ones otherwise
+        attrs = getattr(span, "_attributes", None)
+        nbytes = _text_size(span.attributes if attrs is None else attrs)
+        events = getattr(span, "_events", None)
+        for event in span.events if events is None else events:
             nbytes += _text_size(event.attributes)
         self.nbytes = nbytes
 
@@ -90,7 +95,7 @@ def _text_size(attrs: Any) -> int:
     if not attrs:
         return 0
     n = 0
-    for v in attrs.values():
+    for v in getattr(attrs, "_dict", attrs).values():  # BoundedAttributes: its plain dict
         if type(v) is str:
             n += len(v)
         elif type(v) is tuple:
