@@ -446,7 +446,8 @@ def test_inert_is_one_documented_rule():
     assert inert("a\x85b\x9bc") == "a bc"  # NEL is a line break; CSI dropped
     assert inert("ab\u202ec\u2066d\u200be\ufeff\U000e0041") == "abcde"
     assert inert("n\udc80") == "n\ufffd"  # a lone surrogate cannot even be encoded
-    assert inert("ok [bold] \u00e9 \u4e2d \U0001f600 \u00a0") == "ok [bold] \u00e9 \u4e2d \U0001f600 \u00a0"
+    plain = "ok [bold] \u00e9 \u4e2d \U0001f600 \u00a0"
+    assert inert(plain) == plain
     for name in HOSTILE.values():
         assert inert(inert(name)) == inert(name)
         assert _acted_on(inert(name)) == []
