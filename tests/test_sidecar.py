@@ -161,6 +161,47 @@ def test_collect_stops_when_the_watched_process_exits(tmp_path, watchdog):
     assert any(r["metric"] == "agentscope.collector.cpu" for r in rows)  # the last round
 
 
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
+def test_the_watch_waits_for_the_exit_without_polling_where_it_can(monkeypatch, pidfd):
+    """With a process descriptor the watch never looks at /proc (the exit wakes it); without
+    one it looks once per sampling interval, not more often."""
+    from agentscope.collectors import sidecar
+
+    looks = []
+    real_alive = sidecar._alive
+    monkeypatch.setattr(sidecar, "_alive", lambda pid: looks.append(pid) or real_alive(pid))
+    if not pidfd:
+        monkeypatch.setattr(sidecar, "_pidfd", lambda pid: None)
+    elif sidecar._pidfd(os.getpid()) is None:
+        pytest.fail("no pidfd_open on this Linux: the watch would poll")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.6)"])
+    stop = threading.Event()
+    try:
+        t0 = time.monotonic()
+        sidecar._watch(stop, child.pid, time.monotonic() + PATIENCE_S, 0.1)
+        waited = time.monotonic() - t0
+    finally:
+        child.kill()
+        child.wait()
+    assert stop.is_set() and waited < PATIENCE_S / 2
+    if pidfd:
+        assert looks == []
+    else:  # at most one look per 0.1 s interval over the wait, and one at the end
+        assert 1 <= len(looks) <= waited / 0.1 + 2
+
+
+def test_the_watch_ends_when_stopped_from_outside(monkeypatch):
+    from agentscope.collectors import sidecar
+
+    monkeypatch.setattr(sidecar, "WATCH_CHECK_S", 0.05)
+    stop = threading.Event()
+    t = threading.Thread(target=sidecar._watch, args=(stop, os.getpid(), None, 0.1))
+    t.start()
+    stop.set()
+    t.join(PATIENCE_S)
+    assert not t.is_alive()
+
+
 def test_collect_stops_after_its_duration_and_restores_signal_handlers(tmp_path, watchdog):
     stop, fired = watchdog
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import shutil
 import signal
 import socket
@@ -81,11 +82,7 @@ def collect(out: str, options: SamplerOptions, *, pid: int | None = None,
     deadline = None if duration is None else time.monotonic() + duration
 
     def watch() -> None:
-        while not stop.is_set():
-            expired = deadline is not None and time.monotonic() >= deadline
-            if expired or (pid is not None and not _alive(pid)):
-                stop.set()
-            stop.wait(0.05)
+        _watch(stop, pid, deadline, 1.0 / options.hz)
 
     try:
         threading.Thread(target=watch, name="agentscope-sidecar-watch", daemon=True).start()
@@ -191,6 +188,47 @@ def _cannot_execute(program: str, path: "str | None") -> "tuple | None":
     if shutil.which(program, path=path) is None:
         return 127, "No such file or directory (not found on PATH)"
     return None
+
+
+# how often the watch thread looks at ``stop`` while it waits on a process descriptor
+WATCH_CHECK_S = 1.0
+
+
+def _watch(stop: threading.Event, pid: int | None, deadline: float | None,
+           interval_s: float) -> None:
+    """Set ``stop`` at ``deadline`` (a time.monotonic) or when ``pid`` exits, whichever is
+    first; return once ``stop`` is set. Costs nothing while it waits: on Linux the exit of
+    ``pid`` wakes it (a pidfd, polled with a timeout of at most WATCH_CHECK_S to notice
+    ``stop``); elsewhere, or where the pidfd cannot be had, ``pid`` is looked at once per
+    sampling interval, never more often than the sampler wakes."""
+    fd = _pidfd(pid) if pid is not None else None
+    try:
+        while not stop.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            if fd is not None:
+                wait = WATCH_CHECK_S if left is None else min(left, WATCH_CHECK_S)
+                if select.select([fd], [], [], wait)[0]:
+                    break  # the process ended
+            elif pid is not None:
+                if not _alive(pid):
+                    break
+                stop.wait(interval_s if left is None else min(left, interval_s))
+            else:
+                stop.wait(WATCH_CHECK_S if left is None else min(left, WATCH_CHECK_S))
+        stop.set()
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux, an older kernel, no such process
+        return None
 
 
 def _alive(pid: int) -> bool:
