@@ -257,3 +257,141 @@ def test_otlp_fast_path_steps_aside_for_what_it_does_not_handle(tmp_path, monkey
         attrs = json.loads(store.query("SELECT attrs FROM spans").fetchall()[0][0])
     assert calls == [None] and r.spans_added == 1  # the Python reader took it
     assert attrs == {"tags": ["a"]}
+
+
+def _three_ways(directory, monkeypatch):
+    """The spans table of ``directory`` loaded by the Arrow columns, by DuckDB's SQL and by the
+    Python reader (each forced), and which way each OTLP file took in the first."""
+    from agentscope.store import otlp_arrow
+
+    taken = []
+    real_columns = otlp_arrow._columns
+
+    def columns(table):
+        try:
+            out = real_columns(table)
+        except otlp_arrow._NotHere as e:
+            taken.append("python" if e.python else "sql")
+            raise
+        taken.append("columns")
+        return out
+
+    def no_columns(table):  # what the columns would take goes to the SQL instead
+        real_columns(table)
+        raise otlp_arrow._NotHere(False)
+
+    got = []
+    for mode in ("columns", "sql", "python"):
+        monkeypatch.setattr(otlp_arrow, "_columns", columns if mode == "columns" else no_columns)
+        if mode == "python":
+            monkeypatch.setattr(otlp_arrow, "stage", lambda *a: None)
+        with Store(None) as store:
+            report = store.load(directory)
+            rows = store.query("SELECT * EXCLUDE (attrs, file_id) FROM spans "
+                               "ORDER BY trace_id, span_id").fetchall()
+            attrs = [json.loads(a) for (a,) in store.query(
+                "SELECT attrs FROM spans ORDER BY trace_id, span_id").fetchall()]
+        got.append((report.spans_added, len(report.problems), rows, attrs))
+        monkeypatch.undo()
+    return got, taken
+
+
+def _otlp_line(spans, resource=None, scope="lib"):
+    return json.dumps({"resourceSpans": [{
+        "resource": {"attributes": resource or []},
+        "scopeSpans": [{"scope": {"name": scope} if scope else {}, "spans": spans}]}]}) + "\n"
+
+
+def _otlp_span(n, attributes=(), **kw):
+    span = {"traceId": f"{n:032X}", "spanId": f"{n + 1:016X}", "name": f"s{n}",
+            "startTimeUnixNano": str(T0 + n), "endTimeUnixNano": str(T0 + 2 * n + 5),
+            "attributes": list(attributes)}
+    span.update(kw)
+    return span
+
+
+def _kv(key, **value):
+    return {"key": key, "value": value}
+
+
+def test_otlp_columns_sql_and_python_reader_give_the_same_spans(tmp_path, monkeypatch):
+    """The Arrow columns (otlp_arrow._columns) take plain files, DuckDB's SQL those with a
+    string to escape or an integer in another spelling, the Python reader the rest: the same
+    rows and attributes all three ways, for every value type, the accounting attributes
+    (the last of repeated ones, bounds, doubles truncated), resources, scopes and codes."""
+    pytest.importorskip("pyarrow")
+    resource = [_kv("service.name", stringValue="svc"), _kv("host.name", stringValue="h1"),
+                _kv("process.pid", intValue="42"), _kv("service.name", stringValue="second")]
+    plain = [
+        _otlp_span(1, [_kv("s", stringValue="caf\u00e9 \u4e2d"), _kv("i", intValue="-7"),
+                       _kv("d", doubleValue=0.25), _kv("big", doubleValue=1e300),
+                       _kv("b", boolValue=False), _kv("bytes", bytesValue="AAEC"),
+                       _kv("empty"), _kv("agentscope.stage", stringValue="tool"),
+                       _kv("agentscope.cpu.thread_ns", intValue="99"),
+                       _kv("agentscope.cpu.thread_ns", intValue="5"),  # the last counts
+                       _kv("agentscope.analysis.bottleneck", stringValue="cpu")],
+                   kind=3, parentSpanId="00000000000000AB",
+                   status={"code": 2, "message": "boom"}),
+        _otlp_span(2, [_kv("agentscope.ctx_switches.voluntary", doubleValue=12.9),
+                       _kv("agentscope.children.count", intValue="4294967296"),  # > int32
+                       _kv("agentscope.page_faults.major", intValue="-1"),  # not a count
+                       _kv("thread.id", intValue="-3"),
+                       _kv("otel.scope.name", stringValue="own")],
+                   kind=7, status={"code": 9}, parentSpanId="0000000000000000"),
+        _otlp_span(3, [], kind=5, parentSpanId="xyz", status={"message": ""}),
+    ]
+    (tmp_path / "plain.jsonl").write_text(
+        _otlp_line(plain[:2], resource) + _otlp_line(plain[2:], [
+            _kv("process.pid", stringValue="77")], scope=None))
+    (tmp_path / "escaped.jsonl").write_text(_otlp_line([_otlp_span(
+        10, [_kv("quote", stringValue='say "hi"\\\n'), _kv("i", intValue="0012")])]))
+    (tmp_path / "spelled.jsonl").write_text(_otlp_line([_otlp_span(
+        20, [_kv("agentscope.cpu.thread_ns", intValue=" 12")])],
+        [_kv("process.pid", intValue=" 43")]))
+    (tmp_path / "array.jsonl").write_text(_otlp_line([_otlp_span(
+        30, [_kv("tags", arrayValue={"values": [{"stringValue": "a"}]})])]))
+    (tmp_path / "event.jsonl").write_text(_otlp_line([_otlp_span(
+        40, events=[{"name": "e", "timeUnixNano": str(T0 + 41)}])]))
+    got, taken = _three_ways(tmp_path, monkeypatch)
+    assert sorted(taken) == ["columns", "python", "python", "sql", "sql"]
+    (n, problems, rows, attrs), sql_way, python_way = got
+    assert n == 7 and problems == 0
+    assert sql_way == got[0] and python_way[:3] == got[0][:3] and python_way[3] == attrs
+    by_span = {r[1]: (r, a) for r, a in zip(rows, attrs)}
+    first, first_attrs = by_span["0000000000000002"]
+    assert first[:6] == ("00000000000000000000000000000001", "0000000000000002",
+                         "00000000000000ab", "s1", "tool", "client")
+    assert first[8:13] == ("error", "boom", "second", "h1", 42) and first[14] == 5
+    assert first_attrs == {"s": "caf\u00e9 \u4e2d", "i": -7, "d": 0.25, "big": 1e300,
+                           "b": False, "bytes": "AAEC", "empty": None,
+                           "otel.scope.name": "lib"}
+    second, second_attrs = by_span["0000000000000003"]
+    assert second[2] is None and second[5] == "internal" and second[8] == "unset"
+    assert (second[13], second[17], second[19]) == (-3, 12, None)  # tid, vcsw, majflt
+    assert second[16] is None  # children beyond int32
+    assert second_attrs == {"otel.scope.name": "own"}
+    third, third_attrs = by_span["0000000000000004"]
+    assert third[2] is None and third[5] == "consumer" and third[9] is None
+    assert third[12] == 77 and third_attrs == {}
+
+
+def test_the_analysis_reads_its_attributes_however_they_are_spelled(tmp_path):
+    """analysis_input.sql parses a span's attributes only where one of the names it reads can
+    be in the text: a name written with \\u escapes is still read, and attributes without
+    any of them read as none."""
+    write(tmp_path / "spans-a.jsonl", [
+        rec(1, attrs={"server.address": "localhost", "gen_ai.latency.time_in_queue": 0.5}),
+        rec(2, attrs={"note": "mentions server.address in a value"}),
+        rec(3, attrs={"x": 1})])
+    escaped = ('{"\\u0073erver.address": "127.0.0.1", '
+               '"\\u0067en_ai.latency.time_in_queue": 0.25}')
+    with Store(None) as store:
+        assert store.load(tmp_path).spans_added == 3
+        # (the readers decode escapes; a store written by other means may hold them)
+        store.con.execute("INSERT INTO spans SELECT * REPLACE ('0000000000000004' AS span_id, "
+                          "? AS attrs) FROM spans WHERE span_id = ?", [escaped, f"{3:016x}"])
+        inp = store.analysis_input()
+    got = {inp.span_id[i]: (bool(inp.server_local[i]), float(inp.queue_s[i]))
+           for i in range(len(inp.span_id))}
+    assert got == {f"{1:016x}": (True, 0.5), f"{2:016x}": (False, 0.0),
+                   f"{3:016x}": (False, 0.0), f"{4:016x}": (True, 0.25)}

@@ -32,8 +32,15 @@ WITH raw AS (
         dense_rank() OVER (ORDER BY trace_id) AS trace_no,
         trace_id, span_id, parent_span_id, name, stage, kind, start_ns, end_ns, pid, tid,
         thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, service, host,
-        -- the attributes the classifier reads, parsed once per span ({} is the common case)
-        CASE WHEN attrs IS NULL OR attrs = '{}' THEN NULL
+        -- the attributes the classifier reads, parsed once per span, and only where one of
+        -- their names can be in the text (most spans have none of them: parsing every
+        -- span's attributes took more than half of this query); a \u escape anywhere may
+        -- spell one of those names, so such text is parsed
+        CASE WHEN attrs IS NULL OR attrs = '{}'
+                  OR NOT (contains(attrs, '"agentscope.') OR contains(attrs, '"server.')
+                          OR contains(attrs, '"gen_ai.latency.')
+                          OR contains(attrs, '"url.full"') OR contains(attrs, '\u'))
+             THEN NULL
              ELSE json_extract_string(attrs, [
                  '$."gen_ai.latency.time_in_queue"',
                  '$."gen_ai.latency.time_in_model_prefill"',

@@ -1,6 +1,7 @@
 -- OTLP/JSON traces (an Arrow table `otlp_arrow` of ExportTraceServiceRequest rows, read by
 -- pyarrow) flattened into the columns of `spans`, plus `ok` (every check passed) and `extras`
--- (events + links, which the Python reader handles). Same mapping as store/otlp.py.
+-- (events + links, which the Python reader handles). Same mapping as store/otlp.py; where a
+-- key is repeated, the last one counts, as in the Python reader's dict.
 -- {accounting} is replaced by the list of agentscope's accounting attribute names,
 -- {min_epoch_ns} by records.MIN_EPOCH_NS (smaller start times are another unit, and 0 no
 -- start time: those spans go to the Python reader, which names them), {max_epoch_ns} by
@@ -10,14 +11,14 @@ WITH rs AS (SELECT unnest(resourceSpans) AS rs FROM otlp_arrow),
 -- the resource's attributes are read once per resource, not once per span
 ss AS (
     SELECT list_filter(coalesce(rs.resource.attributes, []),
-                       lambda a: a.key = 'service.name')[1].value.stringValue AS service,
+                       lambda a: a.key = 'service.name')[-1].value.stringValue AS service,
            list_filter(coalesce(rs.resource.attributes, []),
-                       lambda a: a.key = 'host.name')[1].value.stringValue AS host,
+                       lambda a: a.key = 'host.name')[-1].value.stringValue AS host,
            -- (a string where OTEL_RESOURCE_ATTRIBUTES gave it: `agentscope run` does)
            TRY_CAST(coalesce(list_filter(coalesce(rs.resource.attributes, []),
-                                         lambda a: a.key = 'process.pid')[1].value.intValue,
+                                         lambda a: a.key = 'process.pid')[-1].value.intValue,
                              list_filter(coalesce(rs.resource.attributes, []),
-                                         lambda a: a.key = 'process.pid')[1].value.stringValue)
+                                         lambda a: a.key = 'process.pid')[-1].value.stringValue)
                     AS INTEGER) AS pid,
            unnest(rs.scopeSpans) AS ss
     FROM rs
@@ -43,7 +44,7 @@ typed AS (
                     AND NOT starts_with(a.key, {derived})) AS kept,
         list_filter(all_attributes, lambda a: list_contains({accounting}, a.key))
             AS attributes,
-        list_filter(all_attributes, lambda a: a.key = 'agentscope.stage')[1].value.stringValue
+        list_filter(all_attributes, lambda a: a.key = 'agentscope.stage')[-1].value.stringValue
             AS stage
     FROM flat
 )
