@@ -395,13 +395,18 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
                    "(e.g. http://localhost:9091), as `agentscope serve` exposes them.")
 @click.option("--push-job", default="agentscope", show_default=True,
               help="The Pushgateway job to push under (replaces that job's metrics).")
+@click.option("--detail", type=click.Choice(["sections", "tasks"]), default="sections",
+              show_default=True,
+              help="JSON: each task with its critical path's sections, or the tasks alone "
+                   "(no critical_path: a fraction of the size and time for a large fleet).")
 @click.option("--task", "task", default=None, metavar="ID|NAME",
               help="Show one task in full: its timeline and every section's evidence (a trace "
                    "id or its first characters, as the table shows them, or a task name: the "
                    "slowest of that name).")
 @_verbosity()
 def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
-            push_gateway: "str | None", push_job: str, task: "str | None") -> None:
+            push_gateway: "str | None", push_job: str, detail: str,
+            task: "str | None") -> None:
     """Load SOURCE (a trace directory or one trace file) and name what limited each task.
 
     For every task (trace): its critical path, each section classified as gpu, cpu, memory,
@@ -417,12 +422,16 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
         agentscope analyze traces/
         agentscope analyze langfuse-export.trace.json
         agentscope analyze traces/ --format json > report.json
+        agentscope analyze traces/ --format json --detail tasks | jq '.tasks[0]'
         agentscope analyze traces/ --format markdown >> $GITHUB_STEP_SUMMARY
         agentscope analyze traces/ --push-gateway http://localhost:9091
 
     Exit code 1 if some input could not be loaded (the report covers the rest) or SOURCE
     holds no task (the reason is on stderr; JSON still gets its document).
     """
+    if detail != "sections" and (fmt != "json" or task is not None):
+        raise click.UsageError("--detail tasks is for the JSON report of every task "
+                               "(--format json, without --task)")
     analysis = _analysis(trace_dir, db)
     pushed = True
     if push_gateway:
@@ -438,7 +447,8 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
         _show_task(analysis, task, fmt)
     elif fmt == "json":  # a pipeline gets its document, tasks or none
         # indented for a person at a terminal; compact (several times faster) into pipes
-        click.echo(analysis.to_json(indent=2 if sys.stdout.isatty() else None))
+        click.echo(analysis.to_json(indent=2 if sys.stdout.isatty() else None,
+                                    detail=detail))
     elif not analysis.task_results:
         pass  # an empty table says nothing: why is on stderr above, and the exit code
     elif fmt == "markdown":

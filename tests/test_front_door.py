@@ -44,6 +44,26 @@ def test_api_and_cli_give_the_same_document(both):
     assert len(analysis.task_results) == cli["summary"]["tasks"] == 50
 
 
+def test_the_task_level_document_is_the_document_without_sections(both, tmp_path):
+    """``--detail tasks`` (``to_dict(detail="tasks")``): every task as in the full
+    document, without its critical_path; the rest the same. Not with another format."""
+    analysis, cli = both
+    tasks_only = analysis.to_dict(detail="tasks")
+    full = {**cli, "tasks": [{k: v for k, v in t.items() if k != "critical_path"}
+                             for t in cli["tasks"]]}
+    assert tasks_only == full and all("critical_path" in t for t in cli["tasks"])
+    assert json.loads(analysis.to_json(detail="tasks")) == full
+    result = CliRunner().invoke(main, ["analyze", str(SAMPLES), "--format", "json",
+                                       "--detail", "tasks", "--db", str(tmp_path / "t.duckdb")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == full
+    result = CliRunner().invoke(main, ["analyze", str(SAMPLES), "--detail", "tasks", "--db",
+                                       str(tmp_path / "t.duckdb")])
+    assert result.exit_code == 2 and "--format json" in result.output
+    with pytest.raises(ValueError, match="detail"):
+        analysis.to_dict(detail="spans")
+
+
 def test_tasks_frame_holds_the_documents_tasks(both):
     analysis, cli = both
     tasks = analysis.tasks

@@ -115,4 +115,44 @@ def test_strict_json_still_refuses_what_is_not_a_nan_problem():
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular"):
         strict_json(loop)
-    assert document.strict_json({"x": 1}) == '{"x": 1}'
+    assert json.loads(document.strict_json({"x": 1})) == {"x": 1}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "json"])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_both_encoders_write_the_same_strict_ascii_json(fast, indent, monkeypatch):
+    """strict_json encodes with orjson where it can and with json otherwise: the same JSON,
+    strict (NaN as null) and ASCII only (terminal and bidirectional controls, astral
+    characters and CJK as \\u escapes, as json.dumps writes them)."""
+    if fast:
+        pytest.importorskip("orjson")
+    else:
+        monkeypatch.setattr(document, "_orjson", lambda value, indent: None)
+    value = {"tasks": [{"name": "\u4efb\u52a1 \u202eevil\x1b[31m \U0001f600", "share": NAN,
+                        "d": -INF, "n": 3, "x": 0.1, "big": 1e300, "none": None,
+                        "ok": True, "path": [{"s": 1e-7, "e": 12345.000000001}]}],
+             "warnings": ["caf\u00e9"]}
+    text = strict_json(value, indent=indent)
+    assert text.isascii() and "\\u202e" in text and "\\ud83d\\ude00" in text
+    got = _strict(text)
+    assert got["tasks"][0]["share"] is None and got["tasks"][0]["d"] is None
+    assert got == _strict(json.dumps(finite(value)))
+    assert ("\n  " in text) == (indent == 2)
+
+
+def test_strict_json_falls_back_for_what_orjson_does_not_take():
+    """Integers beyond 64 bits and keys that are not strings go through json.dumps."""
+    assert _strict(strict_json({"big": 10 ** 30, 1: 2.5})) == {"big": 10 ** 30, "1": 2.5}
+
+
+def test_seconds_are_rounded_as_round_rounds_them():
+    """frames.seconds divides in numpy where that equals round(n / 1e9, 9) (up to
+    EXACT_NS), and rounds each value beyond."""
+    from agentscope.analysis.frames import EXACT_NS, seconds
+
+    rng = np.random.default_rng(7)
+    for hi in (10 ** 3, 10 ** 9, 10 ** 13, EXACT_NS):
+        ns = np.concatenate([rng.integers(-hi, hi, 50_000), [hi - 1, 1 - hi, 0]])
+        assert seconds(ns) == [round(x, 9) for x in (ns / 1e9).tolist()]
+    beyond = np.array([2 ** 62, 10 ** 18 + 1, 7], dtype=np.int64)
+    assert seconds(beyond) == [round(x, 9) for x in (beyond / 1e9).tolist()]

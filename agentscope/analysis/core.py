@@ -285,19 +285,21 @@ class Analysis:
 
         return critical_path_frame(self)
 
-    def to_dict(self) -> dict:
-        """The ``agentscope.analysis/v1`` document (ARCHITECTURE §7)."""
+    def to_dict(self, detail: str = "sections") -> dict:
+        """The ``agentscope.analysis/v1`` document (ARCHITECTURE §7). ``detail="tasks"``
+        leaves out each task's ``critical_path`` (for those who need only the task level: a
+        fraction of the size and of the time)."""
         from .document import document
 
-        return document(self)
+        return document(self, detail)
 
-    def to_json(self, indent: Optional[int] = None) -> str:
+    def to_json(self, indent: Optional[int] = None, detail: str = "sections") -> str:
         """:meth:`to_dict` as JSON text: what ``agentscope analyze --format json`` prints.
         Strict JSON: a figure that is not a finite number is null, never ``NaN``."""
         from .document import strict_json
 
         with gc_paused():
-            return strict_json(self.to_dict(), indent=indent)
+            return strict_json(self.to_dict(detail), indent=indent)
 
     def breakdown(self, by: str, assumed: bool = False) -> dict:
         """Critical-path seconds per class by the ``"stage"`` of the span holding the path

@@ -107,7 +107,9 @@ class SectionEvidence:
     def _texts(self, sections: Any) -> list:
         rows = self._span_row[sections]
         reasons = self._reasons
-        missing = [r for r in np.unique(rows).tolist() if r not in reasons]
+        ordered = np.sort(rows)  # (numpy's hashing unique is slower here than a sort)
+        distinct = ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+        missing = [r for r in distinct.tolist() if r not in reasons]
         if missing:
             reasons.update(zip(missing, self._classified.reasons(missing)))
         words = [reasons[r] for r in rows.tolist()]
