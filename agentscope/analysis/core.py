@@ -154,14 +154,30 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
     return tuple(sorted((str(s.path), s.path.stat().st_size) for s in found))
 
 
+# spans analysed at a time: a larger store is analysed in batches of whole traces (where no
+# trace's analysis reads another's spans), so that memory holds one batch's spans, not all
+BATCH_SPANS = 500_000
+
+
 def _analyse(store: Store, load: LoadReport, source: str,
-             notes: Sequence[str] = ()) -> "Analysis":
+             notes: Sequence[str] = (), batch_spans: Optional[int] = None) -> "Analysis":
     series = store.counter_series(METRICS)
     trees = store.process_trees()
     counted = series is not None or trees is not None
+    lags = store.loop_lags() if series is not None else None
+    batches = [(None, None)]
+    if trees is None and not store.coupled_traces():
+        batches = store.trace_batches(batch_spans or BATCH_SPANS)
     with gc_paused():
-        fleet = engine.analyze(store.analysis_input(with_counters=counted), series,
-                               store.loop_lags() if series is not None else None, trees)
+        parts = []
+        for traces in batches:
+            part = engine.analyze(store.analysis_input(with_counters=counted, traces=traces),
+                                  series, lags, trees)
+            if len(batches) > 1:
+                part.sections.evidence.settle()  # (what holds every span of the batch)
+            parts.append(part)
+        fleet = engine.joined(parts)
+        del parts
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:

@@ -30,8 +30,8 @@ from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_
                        SELF_TIME_STAGES, UNTRACED_BASIS, classify, process_confidence)
 from .process_share import ProcessShare, process_share
 from .reliability import lost_time
-from .results import (Fleet, LazySegments, ReadOnlyDict, SectionEvidence, Sections,
-                      TaskResult)
+from .results import (Fleet, JoinedEvidence, LazySegments, ReadOnlyDict, SectionEvidence,
+                      Sections, TaskResult)
 from .threads import thread_facts
 from .verdict import (NO_CLASS, assumed_parts, bottlenecks, evidence_kept, evidence_line,
                       span_label, summarize, task_confidence)
@@ -187,6 +187,51 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
     orphan_roots = int((orphan & (np.asarray(inp.parent_idx) < 0)).sum()) if n else 0
     return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots),
                  proc.warnings)
+
+
+def joined(parts: Any) -> Fleet:
+    """The analyses of batches of traces (each an :func:`analyze` of its traces, batches in
+    trace order) as one: tasks and sections in order, the summary over all of them. The
+    same as one analysis of all the traces where no trace's analysis reads another's
+    (the store's ``coupled_traces``)."""
+    parts = list(parts)
+    if len(parts) == 1:
+        return parts[0]
+    offsets = np.cumsum([0] + [len(p.tasks) for p in parts])
+    secs = [p.sections for p in parts]
+
+    def cat(name: str) -> Any:
+        values = [getattr(x, name) for x in secs]
+        if any(v is None for v in values):  # (absent in a part: all measured, nothing assumed)
+            if all(v is None for v in values):
+                return None
+            values = [_absent(name, x) if v is None else v for v, x in zip(values, secs)]
+        return np.concatenate(values) if values else values
+
+    sections = Sections(
+        np.concatenate([np.asarray(x.task, dtype=np.int64) + off
+                        for x, off in zip(secs, offsets.tolist())]),
+        cat("seq"), cat("span_id"), cat("name"), cat("stage"), cat("start_ns"),
+        cat("end_ns"), cat("cls"), cat("confidence"),
+        np.concatenate([np.asarray(x.shares, dtype=np.float64).reshape(-1, len(CLASSES))
+                        for x in secs]),
+        JoinedEvidence([x.evidence for x in secs]), cat("basis"), cat("assumed"),
+        cat("assumed_cls"))
+    tasks = tuple(t for p in parts for t in p.tasks)
+    warnings = tuple(dict.fromkeys(w for p in parts for w in p.warnings))
+    return Fleet(tasks, sections,
+                 summarize(tasks, sections, sum(p.summary.orphan_roots for p in parts)),
+                 warnings)
+
+
+def _absent(name: str, sections: Any) -> Any:
+    """What a missing optional section column means, as an array."""
+    n = len(sections)
+    if name == "basis":
+        return np.full(n, MEASURED_BASIS, dtype=np.int64)
+    if name == "assumed_cls":
+        return np.zeros(n, dtype=np.int8)
+    return np.zeros(n, dtype=np.float64)
 
 
 def _classified(inp: Any, lags: Any, trees: Any) -> tuple:

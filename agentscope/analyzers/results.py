@@ -104,6 +104,14 @@ class SectionEvidence:
             self._all = self._texts(np.arange(len(self)))
         return self._all
 
+    def settle(self) -> None:
+        """Make the words of every section now and let go of the classification they are
+        made from (every span's figures: far more than the sections need). A batch of a
+        large analysis does this, so that memory holds one batch's spans at a time."""
+        self.all()
+        self._classified = self._notes = None
+        self._reasons = {}
+
     def _texts(self, sections: Any) -> list:
         rows = self._span_row[sections]
         reasons = self._reasons
@@ -116,6 +124,40 @@ class SectionEvidence:
         if self._notes is None:
             return words
         return [with_note(w, note) for w, note in zip(words, self._notes[sections].tolist())]
+
+
+class JoinedEvidence:
+    """The evidence of sections joined from several analyses (batches of traces), in their
+    order: the same reading as :class:`SectionEvidence`."""
+
+    def __init__(self, parts: Sequence) -> None:
+        self._parts = list(parts)
+        self._starts = np.cumsum([0] + [len(p) for p in self._parts]).tolist()
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def texts(self, lo: int = 0, hi: Optional[int] = None) -> list:
+        hi = len(self) if hi is None else hi
+        out: list = []
+        for part, start, end in zip(self._parts, self._starts, self._starts[1:]):
+            if lo < end and hi > start:
+                out += part.texts(max(lo, start) - start, min(hi, end) - start)
+        return out
+
+    def texts_at(self, sections: Any) -> list:
+        sections = np.asarray(sections, dtype=np.int64)
+        which = np.searchsorted(self._starts, sections, side="right") - 1
+        out: list = [None] * len(sections)
+        for k in np.unique(which).tolist():
+            at = np.flatnonzero(which == k)
+            for j, text in zip(at.tolist(),
+                               self._parts[k].texts_at(sections[at] - self._starts[k])):
+                out[j] = text
+        return out
+
+    def all(self) -> list:
+        return [text for part in self._parts for text in part.all()]
 
 
 def with_note(reason: str, note: Optional[str]) -> str:

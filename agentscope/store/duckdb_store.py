@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Optional
 import duckdb
 
 from .. import metric_names as mn
+from .. import semconv
 from .._version import __version__
 from ..errors import TraceFormatError
 from .connect import connect
@@ -195,10 +196,12 @@ class Store:
             np.asarray(got["value"], dtype=np.float64),
             np.asarray(got["wait"], dtype=np.float64))
 
-    def analysis_input(self, with_counters: bool = False) -> AnalysisInput:
+    def analysis_input(self, with_counters: bool = False,
+                       traces: "tuple | None" = None) -> AnalysisInput:
         """Every span as the analysis reads it (store/sql/analysis_input.sql), with the columns
-        the counter rules need when ``with_counters``. Fetching columns is many times faster
-        than row tuples for a million spans."""
+        the counter rules need when ``with_counters``; ``traces``: only those of the trace ids
+        ``lo <= trace_id < hi`` (a batch of :meth:`trace_batches`; either bound None: open).
+        Fetching columns is many times faster than row tuples for a million spans."""
         import numpy as np
 
         from ..vocab import Stage
@@ -210,7 +213,8 @@ class Store:
                 "SELECT DISTINCT host FROM spans WHERE host IS NOT NULL ORDER BY host")]
         else:
             query = f"SELECT * EXCLUDE ({', '.join(_COUNTER_COLUMNS)}) FROM ({query})"
-        arrays = self.con.execute(query, {"hosts": hosts}).fetchnumpy()
+        lo, hi = traces if traces is not None else (None, None)
+        arrays = self.con.execute(query, {"hosts": hosts, "lo": lo, "hi": hi}).fetchnumpy()
         # the rows come in any order: put them in idx order (each trace one contiguous run)
         idx = np.asarray(arrays.pop("idx"), dtype=np.int64)
         where = np.empty_like(idx)
@@ -232,6 +236,35 @@ class Store:
             cols["host"] = np.array([None] + hosts, dtype=object)[
                 np.asarray(cols.pop("host_code"), dtype=np.int64)]
         return AnalysisInput(**cols)
+
+    def trace_batches(self, max_spans: int) -> list:
+        """The traces in batches of about ``max_spans`` spans, in trace-id order, a trace
+        never split: batch k holds the traces with k * max_spans to (k + 1) * max_spans - 1
+        spans before them (so at most ``max_spans`` plus its last trace, less one). [(lo, hi)]
+        for :meth:`analysis_input`, lo None for the first and hi None for the last; one
+        batch, (None, None), when all fit."""
+        firsts = [t for (t,) in self._x(f"""
+            WITH t AS (SELECT trace_id, count(*) AS n FROM spans GROUP BY trace_id),
+            c AS (SELECT trace_id, n,
+                         sum(n) OVER (ORDER BY trace_id ROWS UNBOUNDED PRECEDING) AS upto
+                  FROM t)
+            SELECT min(trace_id) FROM c GROUP BY (upto - n) // {max(int(max_spans), 1)}
+            ORDER BY 1""")]
+        bounds = [None] + firsts[1:] + [None]
+        return list(zip(bounds[:-1], bounds[1:]))
+
+    def coupled_traces(self) -> bool:
+        """Whether the analysis of a trace reads other traces' spans: spans on an event loop
+        or with their process's other threads' CPU recorded (analyzers/threads.py compares
+        them with the spans of other tasks in that process). Then traces are analysed all
+        at once, not in batches."""
+        return bool(self._x(
+            f"SELECT 1 FROM spans WHERE contains(attrs, '\"{semconv.CPU_SCOPE}\"') "
+            f"OR contains(attrs, '\"{semconv.OTHER_THREADS_CPU}\"') "
+            # (a name spelled with \u escapes, which no reader of ours writes, found by
+            # parsing the few attributes with an escape in them)
+            "OR (contains(attrs, '\\u') AND (json_exists(attrs, ?) OR json_exists(attrs, ?))) "
+            "LIMIT 1", [f'$."{semconv.CPU_SCOPE}"', f'$."{semconv.OTHER_THREADS_CPU}"']))
 
     def save_analysis(self, task_columns: dict, section_columns: dict,
                       warnings: Iterable[str] = ()) -> None:

@@ -186,6 +186,7 @@ class Loader(WholeFiles):
         if span_file_ids:  # stages from conventions: the rules of semconv.STAGE_RULES
             from ..semconv import stage_sql
             self._x(stage_sql(sql("stages_from_conventions.sql")), {"file_ids": span_file_ids})
+        otlp_arrow.release_memory()
         return report
 
     @contextlib.contextmanager

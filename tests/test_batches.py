@@ -1,0 +1,148 @@
+"""Large analyses run in batches of whole traces (analysis/core.py, BATCH_SPANS): the results
+equal one analysis of all the traces, wherever no trace's analysis reads another's spans;
+where one does (event-loop spans, other threads' CPU, process trees), all at once."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import agentscope
+from agentscope.analysis import core
+from agentscope.analyzers.counters import CORES, PSI_CPU, PSI_MEMORY, RUN_QUEUE
+from agentscope.formats import samplefile, spanfile
+from agentscope.records import SampleRecord, SpanRecord
+from agentscope.store.duckdb_store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _analyses(directory, batch_spans, monkeypatch):
+    """The analysis of ``directory`` at once and in batches of ``batch_spans`` spans, and how
+    many batches the second ran."""
+    whole = agentscope.analyze(directory, db=":memory:")
+    calls = []
+    real = Store.analysis_input
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("traces"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(core, "BATCH_SPANS", batch_spans)
+    monkeypatch.setattr(Store, "analysis_input", counted)
+    batched = agentscope.analyze(directory, db=":memory:")
+    monkeypatch.undo()
+    return whole, batched, len(calls)
+
+
+def _same(whole, batched):
+    assert batched.to_dict() == whole.to_dict()
+    assert batched.summary == whole.summary
+    assert batched.tasks.equals(whole.tasks)
+    assert batched.critical_path.equals(whole.critical_path)
+    for name in ("task", "seq", "start_ns", "end_ns", "cls", "confidence", "shares", "basis",
+                 "assumed", "assumed_cls"):
+        a, b = getattr(whole.sections, name), getattr(batched.sections, name)
+        assert (a is None and b is None) or np.array_equal(a, b), name
+    assert [t.segments[:] for t in batched.task_results] == \
+        [t.segments[:] for t in whole.task_results]
+    assert batched.breakdown("stage") == whole.breakdown("stage")
+    tables = "SELECT * FROM tasks ORDER BY trace_id", \
+        "SELECT * FROM critical_path ORDER BY trace_id, seq"
+    for sql in tables:
+        assert batched.query(sql).equals(whole.query(sql))
+
+
+def _messy_traces(directory: Path, seed: int) -> None:
+    """Generated agent traces and, in the same files, traces with what the walk and the
+    classifier treat apart: orphans, gaps between roots, children outside their parent,
+    zero-length spans, a span without accounting, errors; and 10 Hz host counters."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from gen_traces import write_spanfiles
+
+    write_spanfiles(directory, 40, spans_per_task=30, branches=3, seed=seed)
+    rng = random.Random(seed)
+    t0 = 1_800_000_000_000_000_000
+    records = []
+    for n in range(30):
+        trace = f"{rng.getrandbits(128) | 1:032x}"
+        start = t0 + rng.randint(0, 400) * 1_000_000_000
+        spans = [(f"{rng.getrandbits(64) | 1:016x}", None, start, start + 2_000_000_000)]
+        for _ in range(rng.randint(0, 12)):
+            parent = rng.choice([s[0] for s in spans] + [f"{rng.getrandbits(64) | 1:016x}"])
+            a = start + rng.randint(-200, 2500) * 1_000_000
+            spans.append((f"{rng.getrandbits(64) | 1:016x}", parent, a,
+                          a + rng.choice([0, 1, rng.randint(1, 900) * 1_000_000])))
+        if rng.random() < 0.3:  # a second root after a gap
+            a = start + 3_000_000_000
+            spans.append((f"{rng.getrandbits(64) | 1:016x}", None, a, a + 500_000_000))
+        for k, (span, parent, a, b) in enumerate(spans):
+            measured = rng.random() < 0.7
+            records.append(SpanRecord(
+                trace, span, parent, f"op-{k % 4}", rng.choice(["tool", "inference", None]),
+                "internal", a, b, rng.choice(["unset", "unset", "error"]), None, "svc",
+                "h", 7, 7, rng.randint(0, max(b - a, 0)) if measured else None, 0, 0,
+                1 if measured else None, 0, 0, 0, 0, {}))
+    (directory / "spans-messy-7-1.jsonl").write_text("".join(spanfile.encode(r)
+                                                             for r in records))
+    samples = []
+    for k in range(4500):
+        ts = t0 + k * 100_000_000
+        for metric, value in ((PSI_CPU, rng.random()), (RUN_QUEUE, rng.random() * 4),
+                              (CORES, 2.0), (PSI_MEMORY, rng.random() * 0.1)):
+            samples.append(SampleRecord(ts, "h", None, "host", None, metric, value))
+    (directory / samplefile.file_name("h", 9, 1)).write_text(
+        "".join(samplefile.encode(s) for s in samples))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_batched_analysis_equals_one_analysis(tmp_path, monkeypatch, seed):
+    _messy_traces(tmp_path, seed)
+    whole, batched, batches = _analyses(tmp_path, 300, monkeypatch)
+    assert batches >= 5 and whole.summary.tasks >= 65
+    assert any(t.orphans for t in whole.task_results)
+    assert whole.summary.measured_share < 1  # counters and labels both at work
+    _same(whole, batched)
+
+
+def test_batched_analysis_of_foreign_traces(tmp_path, monkeypatch):
+    for sub in ("langfuse_framework_traces", "any_agent", "jaeger_ui_genai"):
+        shutil.copytree(REPO / "tests" / "corpus" / "agent_traces" / sub, tmp_path / sub)
+    whole, batched, batches = _analyses(tmp_path, 40, monkeypatch)
+    assert batches > 3
+    _same(whole, batched)
+
+
+def test_coupled_traces_are_analysed_at_once(monkeypatch):
+    """sample_traces/ has event-loop spans and process trees: one batch, whatever the
+    batch size."""
+    whole, batched, batches = _analyses(REPO / "sample_traces", 50, monkeypatch)
+    assert batches == 1
+    _same(whole, batched)
+
+
+def test_trace_batches_never_split_a_trace(tmp_path):
+    def spans(trace, n):
+        return [SpanRecord(trace, f"{k + 1:016x}", None, "s", None, "internal",
+                           10 ** 18 + k, 10 ** 18 + k + 5, "unset", None, "svc", "h", 1, 1,
+                           None, 0, 0, None, None, None, None, 0, {}) for k in range(n)]
+    records = spans("a" * 32, 3) + spans("b" * 32, 10) + spans("c" * 32, 2) + \
+        spans("d" * 32, 2)
+    (tmp_path / "spans-x-1-1.jsonl").write_text("".join(spanfile.encode(r) for r in records))
+    with Store(None) as store:
+        store.load(tmp_path)
+        assert store.trace_batches(100) == [(None, None)]
+        # a batch is the traces that start (in spans before them) within one multiple of
+        # the size: at most the size plus its last trace, less one
+        assert store.trace_batches(4) == [(None, "c" * 32), ("c" * 32, None)]
+        assert store.trace_batches(2) == [(None, "b" * 32), ("b" * 32, "c" * 32),
+                                          ("c" * 32, "d" * 32), ("d" * 32, None)]
+        for lo, hi in store.trace_batches(4):
+            inp = store.analysis_input(traces=(lo, hi))
+            assert inp.trace_no[0] == 1 and inp.parent_idx.max() < len(inp.trace_no)
