@@ -447,8 +447,12 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
         _show_task(analysis, task, fmt)
     elif fmt == "json":  # a pipeline gets its document, tasks or none
         # indented for a person at a terminal; compact (several times faster) into pipes
-        click.echo(analysis.to_json(indent=2 if sys.stdout.isatty() else None,
-                                    detail=detail))
+        if sys.stdout.isatty():
+            click.echo(analysis.to_json(indent=2, detail=detail))
+        else:  # into a pipe or a file: written a chunk of tasks at a time
+            analysis.write_json(sys.stdout, detail=detail)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
     elif not analysis.task_results:
         pass  # an empty table says nothing: why is on stderr above, and the exit code
     elif fmt == "markdown":

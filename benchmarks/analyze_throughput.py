@@ -16,11 +16,18 @@ files and a slice as OTLP/JSON lines, then measures, in one run:
                         when samples exist)
   networkx baseline     HTA's approach, a longest path over an event DAG (networkx), on a
                         sample of traces; the ratio compares spans per second
-  agentscope analyze    the CLI end to end in a subprocess (run first, before this process
-                        holds any memory): wall time and peak RSS
+  agentscope analyze    the CLI end to end, as a user runs it (`python -m agentscope.cli
+                        analyze DIR --format table|json > file`, a fresh store, run first,
+                        before this process holds any memory): wall time and peak RSS, on our
+                        span files and on the OTLP/JSON lines file; with --baseline, the same
+                        rows for an earlier source tree, interleaved in the same run
+  scale                 with --scale 5,20: generated span files of 5M and 20M spans, analysed
+                        by the CLI (table and json), wall time and peak RSS (and the baseline's
+                        up to --scale-baseline-max millions)
 
 Usage: python benchmarks/analyze_throughput.py [--tasks 10000] [--otlp-tasks 2000]
-       [--sample 1000] [--repeat 3]   (needs networkx for the baseline: pip install networkx)
+       [--sample 1000] [--repeat 3] [--baseline DIR] [--scale 5,20]
+       (needs networkx for the baseline: pip install networkx)
 """
 
 from __future__ import annotations
@@ -65,18 +72,94 @@ def networkx_longest_path(facts):
     return nx.dag_longest_path(g, weight="weight")
 
 
-# runs the CLI in a child and prints that child's peak RSS (KiB) last
-_MEASURED_CLI = """
-import contextlib, io, resource, sys
-from agentscope.cli import main
-out = io.StringIO()
-with contextlib.redirect_stdout(out):
-    try:
-        main(["analyze", sys.argv[1], "--db", sys.argv[2], "--format", sys.argv[3]])
-    except SystemExit as e:
-        assert not e.code, e.code
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def measure_cli(source: Path, fmt: str, work: Path, tree: Path = REPO,
+                extra: tuple = ()) -> tuple:
+    """`agentscope analyze SOURCE --format FMT > file` of the source tree ``tree`` in a child
+    process (a fresh store, a working directory outside the tree): (wall seconds, its peak
+    RSS in MB, bytes written)."""
+    db, out = work / "cli.duckdb", work / "cli.out"
+    for p in (db, Path(str(db) + ".wal")):
+        p.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    with open(out, "wb") as f:
+        # started by a small launcher, not by this process: a child's peak RSS (ru_maxrss)
+        # starts at its parent's RSS when forked (the kernel keeps it across exec)
+        proc = subprocess.run([sys.executable, "-c", _LAUNCHER, sys.executable, "-m",
+                               "agentscope.cli", "analyze", str(source), "--db", str(db),
+                               "--format", fmt, *extra], stdout=f, stderr=subprocess.PIPE,
+                              cwd=work, env=env)
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, err[-2000:]
+    wall, rss = (float(x) for x in err.strip().splitlines()[-1].split())
+    size = out.stat().st_size
+    out.unlink()
+    db.unlink(missing_ok=True)
+    return wall, rss, size
+
+
+# runs its arguments as a child (stdout and stderr passed through); its last stderr line: the
+# child's wall seconds and peak RSS in MB; its exit code the child's
+_LAUNCHER = """
+import os, subprocess, sys, time
+t0 = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(proc.pid, 0)
+wall = time.perf_counter() - t0
+print(f"{wall:.3f} {usage.ru_maxrss / 1024:.0f}", file=sys.stderr)
+sys.exit(os.waitstatus_to_exitcode(status))
 """
+
+
+def cli_rows(args, rows: list, work: Path) -> list:
+    """Each (label, source, format) run by the CLI of this tree and, with --baseline, of
+    the baseline's, interleaved: [(label, tree name, [seconds], peak MB, output bytes)]."""
+    trees = [("this tree", REPO)] + ([("baseline", Path(args.baseline))] if args.baseline
+                                     else [])
+    got: dict = {}
+    for _ in range(args.cli_runs):
+        for label, source, fmt, extra in rows:
+            for name, tree in trees:
+                if extra and name == "baseline":  # (an option the baseline may not have)
+                    continue
+                wall, rss, size = measure_cli(source, fmt, work, tree, extra)
+                entry = got.setdefault((label, name), ([], [], size))
+                entry[0].append(wall)
+                entry[1].append(rss)
+    return [(label, name, sorted(w), max(r), size)
+            for (label, name), (w, r, size) in got.items()]
+
+
+def print_cli(results: list) -> None:
+    print(f"\n{'agentscope analyze, end to end':<56}{'tree':<11}{'median s':>9}"
+          f"{'runs':>22}{'peak MB':>9}{'output MB':>10}")
+    for label, name, walls, rss, size in results:
+        runs = ", ".join(f"{x:.2f}" for x in walls)
+        print(f"{label:<56}{name:<11}{walls[len(walls) // 2]:>9.2f}{runs:>22}{rss:>9.0f}"
+              f"{size / 1e6:>10.1f}")
+
+
+def scale_rows(args, work: Path) -> None:
+    """--scale: generated span files of N million spans, analysed by the CLI."""
+    for millions in [float(x) for x in args.scale.split(",") if x]:
+        directory = work / f"scale-{millions:g}M"
+        tasks = int(millions * 1e6 / 97)
+        subprocess.run([sys.executable, "gen_traces.py", str(directory), "--tasks", str(tasks)],
+                       cwd=Path(__file__).resolve().parent, check=True,
+                       stdout=subprocess.DEVNULL)
+        trees = [("this tree", REPO)]
+        if args.baseline and millions <= args.scale_baseline_max:
+            trees.append(("baseline", Path(args.baseline)))
+        results = []
+        for fmt in ("table", "json"):
+            for name, tree in trees:
+                wall, rss, size = measure_cli(directory, fmt, work, tree)
+                results.append((f"{millions:g}M spans (span files), --format {fmt}", name,
+                                [wall], rss, size))
+        print_cli(results)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def trace_ranges(trace_no):
@@ -98,10 +181,21 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of the engine and of the baseline (medians reported)")
     ap.add_argument("--cli-runs", type=int, default=3,
-                    help="runs of `agentscope analyze --format table` (median reported)")
+                    help="runs of each `agentscope analyze` row (median reported)")
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="a source tree of an earlier version (e.g. a git worktree): its CLI "
+                         "rows are measured too, interleaved with this tree's")
+    ap.add_argument("--scale", default="", metavar="M[,M...]",
+                    help="also analyse generated span files of these millions of spans")
+    ap.add_argument("--scale-baseline-max", type=float, default=5,
+                    help="the largest --scale (millions) the baseline is run on [5]")
+    ap.add_argument("--scale-only", action="store_true", help="run the --scale rows alone")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="agentscope-analyze-bench-"))
     try:
+        if args.scale_only:
+            scale_rows(args, work)
+            return 0
         return run(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -122,20 +216,13 @@ def run(args, work: Path) -> int:
 
     # the CLI first, while this process holds no memory (on this VM a process that touches
     # memory another one just released pays for the page faults); a fresh store each run
-    cli = {}
-    for fmt, runs in (("table", args.cli_runs), ("json", 1)):
-        times, rss = [], []
-        for k in range(runs):
-            db = work / f"cli-{fmt}-{k}.duckdb"
-            t0 = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-c", _MEASURED_CLI, str(spans_dir), str(db),
-                                   fmt], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True)
-            assert proc.returncode == 0, proc.stderr[-2000:]
-            times.append(time.perf_counter() - t0)
-            rss.append(int(proc.stdout.strip().splitlines()[-1]) / 1024)
-            db.unlink()
-        cli[fmt] = (sorted(times), max(rss))
+    cli = cli_rows(args, [
+        (f"span files ({n_spans} spans), table", spans_dir, "table", ()),
+        (f"span files ({n_spans} spans), json", spans_dir, "json", ()),
+        (f"OTLP/JSON lines ({n_otlp} spans), table", otlp_dir, "table", ()),
+        (f"OTLP/JSON lines ({n_otlp} spans), json", otlp_dir, "json", ()),
+        (f"OTLP/JSON lines ({n_otlp} spans), json --detail tasks", otlp_dir, "json",
+         ("--detail", "tasks"))], work)
 
     store = Store(work / "bench.duckdb")
     t0 = time.perf_counter()
@@ -251,11 +338,11 @@ def run(args, work: Path) -> int:
         nx_n, nx_s = figures["networkx baseline"]
         print(f"\ncritical path + classification vs networkx longest path: "
               f"{(walk[0] / walk[1]) / (nx_n / nx_s):.1f}x (target >= 30x)")
-    for fmt, (secs, rss_mb) in cli.items():
-        runs = ", ".join(f"{x:.2f}" for x in secs)
-        print(f"agentscope analyze --format {fmt} ({n_spans} spans, load included): "
-              f"{secs[len(secs) // 2]:.2f} s wall, median of [{runs}] (target <= 5 s), "
-              f"peak RSS {rss_mb:.0f} MB (target <= 2048 MB)")
+    print_cli(cli)
+    print("targets (issue 19): OTLP json <= 6 s and <= 2 GB at 1M spans; span files <= 4 s; "
+          "5M spans <= 30 s and <= 3 GB")
+    if args.scale:
+        scale_rows(args, work)
     load = figures["load (span files)"]
     print(f"targets: span files {load[0] / load[1]:,.0f}/s (>= 1.5M/s); OTLP "
           f"{figures['load (OTLP lines)'][0] / figures['load (OTLP lines)'][1]:,.0f}/s "

@@ -64,6 +64,30 @@ def test_the_task_level_document_is_the_document_without_sections(both, tmp_path
         analysis.to_dict(detail="spans")
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "json"])
+def test_the_written_document_is_the_document(both, monkeypatch, fast):
+    """write_json (what the CLI does into a pipe) writes to_json's document a chunk of
+    tasks at a time: the same text where orjson writes it, the same JSON where json does;
+    both levels of detail; chunks that split the tasks anywhere."""
+    import io
+
+    from agentscope.analysis import document
+
+    analysis, cli = both
+    if not fast:
+        monkeypatch.setattr(document, "_orjson", lambda value, indent: None)
+    for chunk in (1, 7, 50, 1000):
+        monkeypatch.setattr(document, "CHUNK_TASKS", chunk)
+        for detail in ("sections", "tasks"):
+            out = io.StringIO()
+            analysis.write_json(out, detail=detail)
+            whole = analysis.to_json(detail=detail)
+            assert json.loads(out.getvalue()) == json.loads(whole)
+            if fast:
+                assert out.getvalue() == whole
+    assert json.loads(out.getvalue())["summary"] == cli["summary"]
+
+
 def test_tasks_frame_holds_the_documents_tasks(both):
     analysis, cli = both
     tasks = analysis.tasks

@@ -9,7 +9,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -316,6 +316,15 @@ class Analysis:
 
         with gc_paused():
             return strict_json(self.to_dict(detail), indent=indent)
+
+    def write_json(self, out: Any, detail: str = "sections") -> None:
+        """Write :meth:`to_json` (compact) to the text stream ``out``, a chunk of tasks at a
+        time: the same document, without ever holding all of its text (what
+        ``agentscope analyze --format json`` does into a pipe or a file)."""
+        from .document import write_document
+
+        with gc_paused():
+            write_document(self, out.write, detail)
 
     def breakdown(self, by: str, assumed: bool = False) -> dict:
         """Critical-path seconds per class by the ``"stage"`` of the span holding the path

@@ -31,12 +31,21 @@ def document(analysis: Any, detail: str = "sections") -> dict:
     """The whole document of an :class:`~agentscope.analysis.Analysis`; ``detail="tasks"``
     leaves out each task's ``critical_path`` (the sections, most of a large document and of
     its making), all else the same."""
+    return _document(analysis, task_documents(analysis, 0, None, detail))
+
+
+def task_documents(analysis: Any, lo: int = 0, hi: Optional[int] = None,
+                   detail: str = "sections") -> list:
+    """The documents of tasks ``lo`` .. ``hi`` - 1 (default: all), as in :func:`document`."""
     if detail not in DETAILS:
         raise ValueError(f"detail must be one of {', '.join(DETAILS)}, not {detail!r}")
-    tasks = analysis.task_results
+    tasks = analysis.task_results[lo:hi]
     if detail == "tasks":
-        return _document(analysis, [_task(t, None) for t in tasks])
-    cols = section_columns(analysis)  # every section at once, then cut per task
+        return [_task(t, None) for t in tasks]
+    lo = 0 if lo is None else lo
+    cuts = np.searchsorted(np.asarray(analysis.sections.task, dtype=np.int64),
+                           np.arange(lo, lo + len(tasks) + 1)).tolist()
+    cols = section_columns(analysis, cuts[0], cuts[-1])  # their sections at once, then cut
     if not np.isfinite(cols["confidence"]).all():
         cols["confidence"] = finite(cols["confidence"].tolist())
     # (a dict display per section: twice as fast as dict(zip(_SEGMENT, row)))
@@ -44,10 +53,28 @@ def document(analysis: Any, detail: str = "sections") -> dict:
              "confidence": g, "basis": h, "evidence": i}
             for a, b, c, d, e, f, g, h, i in zip(*(
                 cols[c] if isinstance(cols[c], list) else cols[c].tolist() for c in _SEGMENT))]
-    cuts = np.searchsorted(np.asarray(analysis.sections.task, dtype=np.int64),
-                           np.arange(len(tasks) + 1)).tolist()
-    return _document(analysis, [_task(t, path[cuts[i]:cuts[i + 1]])
-                                for i, t in enumerate(tasks)])
+    base = cuts[0]
+    return [_task(t, path[cuts[i] - base:cuts[i + 1] - base]) for i, t in enumerate(tasks)]
+
+
+# tasks encoded at a time by write_document: a few MB of text and dicts, whatever the size
+CHUNK_TASKS = 2000
+
+
+def write_document(analysis: Any, write: Any, detail: str = "sections") -> None:
+    """:func:`document` as compact JSON text (what :func:`strict_json` writes of it, with
+    ``indent=None``), given to ``write`` piece by piece: the tasks a chunk at a time, so that
+    neither the whole text nor every section's dict is ever in memory."""
+    write('{"schema":' + strict_json(SCHEMA) + ',"tasks":[')
+    sep = ""
+    for lo in range(0, len(analysis.task_results), CHUNK_TASKS):
+        text = strict_json(task_documents(analysis, lo, lo + CHUNK_TASKS, detail))[1:-1]
+        if text:
+            write(sep + text)
+            sep = ","
+    rest = _document(analysis, [])
+    del rest["schema"], rest["tasks"]
+    write("]," + strict_json(rest)[1:])
 
 
 def _document(analysis: Any, tasks: list) -> dict:

@@ -54,32 +54,36 @@ def tasks_frame(analysis: Any) -> Any:
     return _frame(cols, TASK_COLUMNS, STRINGS)
 
 
-def section_columns(analysis: Any) -> dict:
-    """The critical path's sections as columns (lists and arrays, in the order of
-    SECTION_COLUMNS): what :func:`critical_path_frame` and the JSON report are made of."""
+def section_columns(analysis: Any, lo: int = 0, hi: "int | None" = None) -> dict:
+    """The critical path's sections (those from ``lo`` to ``hi`` - 1; default all) as
+    columns (lists and arrays, in the order of SECTION_COLUMNS): what
+    :func:`critical_path_frame` and the JSON report are made of."""
     sec = analysis.sections
+    hi = len(sec) if hi is None else hi
     tasks = analysis.task_results
-    task = np.asarray(sec.task, dtype=np.int64)
+    task = np.asarray(sec.task, dtype=np.int64)[lo:hi]
     trace_ids = np.asarray([t.trace_id for t in tasks], dtype=object)
     t0 = np.asarray([t.start_ns for t in tasks], dtype=np.int64)
     base = t0[task] if len(tasks) else np.zeros(0, dtype=np.int64)
-    start = np.asarray(sec.start_ns, dtype=np.int64)
-    end = np.asarray(sec.end_ns, dtype=np.int64)
+    start = np.asarray(sec.start_ns, dtype=np.int64)[lo:hi]
+    end = np.asarray(sec.end_ns, dtype=np.int64)[lo:hi]
     cols: dict = {
         "trace_id": trace_ids[task] if len(tasks) else np.zeros(0, dtype=object),
-        "seq": np.asarray(sec.seq, dtype=np.int64),
-        "span_id": sec.span_id, "name": sec.name, "stage": sec.stage,
+        "seq": np.asarray(sec.seq, dtype=np.int64)[lo:hi],
+        "span_id": sec.span_id[lo:hi], "name": sec.name[lo:hi], "stage": sec.stage[lo:hi],
         # rounded as the JSON report rounds them (Python's round, correctly rounded)
         "start_s": seconds(start - base), "end_s": seconds(end - base),
         "duration_s": seconds(end - start),
-        "class": np.asarray(CLASSES, dtype=object)[np.asarray(sec.cls, dtype=np.int64)],
-        "confidence": np.asarray(sec.confidence, dtype=np.float64),
-        "basis": np.asarray(BASES, dtype=object)[np.asarray(sec.basis, dtype=np.int64)],
+        "class": np.asarray(CLASSES, dtype=object)[np.asarray(sec.cls[lo:hi], dtype=np.int64)],
+        "confidence": np.asarray(sec.confidence, dtype=np.float64)[lo:hi],
+        "basis": np.asarray(BASES, dtype=object)[np.asarray(sec.basis[lo:hi],
+                                                           dtype=np.int64)],
     }
     for k, c in enumerate(CLASSES):
-        cols[f"share_{c}"] = np.asarray(sec.shares, dtype=np.float64)[:, k] if len(sec) else \
-            np.zeros(0)
-    cols["evidence"] = sec.evidence.all()
+        cols[f"share_{c}"] = np.asarray(sec.shares, dtype=np.float64)[lo:hi, k] \
+            if len(sec) else np.zeros(0)
+    cols["evidence"] = sec.evidence.all() if (lo, hi) == (0, len(sec)) else \
+        sec.evidence.texts(lo, hi)
     return cols
 
 
