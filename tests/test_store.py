@@ -395,3 +395,18 @@ def test_the_analysis_reads_its_attributes_however_they_are_spelled(tmp_path):
            for i in range(len(inp.span_id))}
     assert got == {f"{1:016x}": (True, 0.5), f"{2:016x}": (False, 0.0),
                    f"{3:016x}": (False, 0.0), f"{4:016x}": (True, 0.25)}
+
+
+def test_an_unforeseen_failure_of_the_columns_falls_back_to_the_sql(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow")
+    from agentscope.store import otlp_arrow
+
+    def broken(table):
+        raise RuntimeError("not foreseen")
+
+    (tmp_path / "a.jsonl").write_text(_otlp_line([_otlp_span(1, [_kv("k", stringValue="v")])]))
+    monkeypatch.setattr(otlp_arrow, "_columns", broken)
+    with Store(None) as store:
+        assert store.load(tmp_path).spans_added == 1
+        assert json.loads(store.query("SELECT attrs FROM spans").fetchall()[0][0]) == {
+            "k": "v", "otel.scope.name": "lib"}

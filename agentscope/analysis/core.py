@@ -15,7 +15,7 @@ import numpy as np
 
 from .._gc import gc_paused
 from ..analyzers import engine
-from ..analyzers.counters import METRICS, gpu_summary
+from ..analyzers.counters import MAX_HOLD_NS, METRICS, gpu_summary
 from ..analyzers.evidence import BASES, CLASSES
 from ..analyzers.results import Fleet, Sections, Summary
 from ..analyzers.verdict import breakdown, guess_warning
@@ -34,7 +34,8 @@ Progress = Callable[[int, int], None]
 
 
 def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None, *,
-            progress: Optional[Progress] = None, batch: bool = False) -> "Analysis":
+            progress: Optional[Progress] = None, batch: bool = False,
+            previous: "Optional[Analysis]" = None) -> "Analysis":
     """Load what is new in ``source`` into its store, analyse every task in it, save the
     results there (the ``tasks`` and ``critical_path`` views) and return them.
 
@@ -47,7 +48,11 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     ``progress(done_bytes, total_bytes)`` is called as files are read. ``batch``: tune this
     process for one large analysis that ends soon (the CLI does): freed memory is kept for
     reuse rather than given back to the OS and faulted in again (glibc), and DuckDB keeps up
-    to 1 GB of its freed blocks.
+    to 1 GB of its freed blocks. ``previous``: an earlier analysis of the same store (a
+    file): only the traces that what was loaded since touched (new spans, or new counter
+    samples over their time) are analysed again, and merged into it; the same results as a
+    fresh analysis (where no trace's analysis reads another's spans; otherwise, or when
+    the store changed otherwise, all are analysed). ``agentscope serve`` does this.
 
     Raises FileNotFoundError if ``source`` does not exist, StoreError if the store cannot be
     opened (StoreLockedError: another process still held it after a wait of a few seconds,
@@ -57,7 +62,7 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     """
     store, load, notes = _load(source, db, progress, batch)
     try:
-        analysis = _analyse(store, load, str(source), notes)
+        analysis = _analyse(store, load, str(source), notes, previous=previous)
     except BaseException:
         store.close()
         raise
@@ -160,24 +165,30 @@ BATCH_SPANS = 500_000
 
 
 def _analyse(store: Store, load: LoadReport, source: str,
-             notes: Sequence[str] = (), batch_spans: Optional[int] = None) -> "Analysis":
+             notes: Sequence[str] = (), batch_spans: Optional[int] = None,
+             previous: "Optional[Analysis]" = None) -> "Analysis":
     series = store.counter_series(METRICS)
     trees = store.process_trees()
     counted = series is not None or trees is not None
     lags = store.loop_lags() if series is not None else None
-    batches = [(None, None)]
-    if trees is None and not store.coupled_traces():
-        batches = store.trace_batches(batch_spans or BATCH_SPANS)
+    separate = trees is None and not store.coupled_traces()
+    marks = store.marks()
+    touched = None
+    if (previous is not None and separate and previous._marks is not None
+            and store.path is not None and previous._store.path == store.path):
+        touched = store.touched_traces(previous._marks, METRICS, MAX_HOLD_NS)
     with gc_paused():
-        parts = []
-        for traces in batches:
-            part = engine.analyze(store.analysis_input(with_counters=counted, traces=traces),
-                                  series, lags, trees)
-            if len(batches) > 1:
-                part.sections.evidence.settle()  # (what holds every span of the batch)
-            parts.append(part)
-        fleet = engine.joined(parts)
-        del parts
+        if touched is not None:  # only the traces touched since the previous analysis
+            before = Fleet(previous.task_results, previous.sections, previous.summary)
+            fresh = engine.analyze(store.analysis_input(with_counters=counted,
+                                                        traces=touched),
+                                   series, lags, trees) if touched else \
+                engine.part(before, 0, 0)
+            fleet = engine.merged(before, fresh, touched)
+        else:
+            fleet = _fleet(store, counted, series, lags, trees,
+                           store.trace_batches(batch_spans or BATCH_SPANS) if separate
+                           else [(None, None)])
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:
@@ -191,7 +202,21 @@ def _analyse(store: Store, load: LoadReport, source: str,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
     warnings = list(notes) + own + _load_warnings(store, load, source, len(fleet.tasks))
     return Analysis(source, fleet.tasks, fleet.sections, summary, problems, load,
-                    tuple(warnings), _StoreRef(store))
+                    tuple(warnings), _StoreRef(store), marks)
+
+
+def _fleet(store: Store, counted: bool, series: Any, lags: Any, trees: Any,
+           batches: list) -> Fleet:
+    """Every trace analysed, a batch at a time (each batch's evidence made and its spans let
+    go where there are several), and the batches joined."""
+    parts = []
+    for traces in batches:
+        part = engine.analyze(store.analysis_input(with_counters=counted, traces=traces),
+                              series, lags, trees)
+        if len(batches) > 1:
+            part.sections.evidence.settle()  # (what holds every span of the batch)
+        parts.append(part)
+    return engine.joined(parts)
 
 
 def _load_warnings(store: Store, load: LoadReport, source: str, tasks: int) -> list:
@@ -280,6 +305,8 @@ class Analysis:
     load: Optional[LoadReport]  # what this analysis' load did
     warnings: tuple  # why there is nothing to report, when there is nothing
     _store: _StoreRef = dataclasses.field(repr=False)
+    # where the store stood when this was made (Store.marks): what analyze(previous=) reads
+    _marks: Optional[tuple] = dataclasses.field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return (f"<Analysis of {self.source!r}: {self.summary.tasks} tasks, "

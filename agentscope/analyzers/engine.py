@@ -19,6 +19,7 @@ The per-trace reference of the same rules (:mod:`.reference`) is checked against
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_
 from .process_share import ProcessShare, process_share
 from .reliability import lost_time
 from .results import (Fleet, JoinedEvidence, LazySegments, ReadOnlyDict, SectionEvidence,
-                      Sections, TaskResult)
+                      Sections, TaskResult, sliced_evidence)
 from .threads import thread_facts
 from .verdict import (NO_CLASS, assumed_parts, bottlenecks, evidence_kept, evidence_line,
                       span_label, summarize, task_confidence)
@@ -160,6 +161,9 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
     orphan = np.asarray(inp.orphan, dtype=bool) if n else np.zeros(0, dtype=bool)
     orphans_of_trace = np.bincount(trace_no - trace_no[0], orphan, len(bounds)).astype(
         np.int64).tolist() if n else []
+    orphan_root = orphan & (np.asarray(inp.parent_idx) < 0) if n else orphan
+    orphan_roots_of_trace = np.bincount(trace_no - trace_no[0], orphan_root,
+                                        len(bounds)).astype(np.int64).tolist() if n else []
     durations, starts = duration.tolist(), t_start.tolist()
     tasks = []
     at = 0
@@ -183,8 +187,9 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
             tuple(evidence),
             LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace],
             round(measured_l[t], 4), orphans_of_trace[trace], span_ids[root],
-            ReadOnlyDict(zip(CLASSES, assumed_rows[t])), int(timeout_l[t]), int(retry_l[t])))
-    orphan_roots = int((orphan & (np.asarray(inp.parent_idx) < 0)).sum()) if n else 0
+            ReadOnlyDict(zip(CLASSES, assumed_rows[t])), int(timeout_l[t]), int(retry_l[t]),
+            orphan_roots_of_trace[trace]))
+    orphan_roots = int(orphan_root.sum()) if n else 0
     return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots),
                  proc.warnings)
 
@@ -222,6 +227,52 @@ def joined(parts: Any) -> Fleet:
     return Fleet(tasks, sections,
                  summarize(tasks, sections, sum(p.summary.orphan_roots for p in parts)),
                  warnings)
+
+
+def part(fleet: Fleet, lo: int, hi: int) -> Fleet:
+    """Tasks ``lo`` .. ``hi`` - 1 of ``fleet`` (and their sections) as a fleet of their own,
+    for :func:`joined` (its summary counts only their orphan roots)."""
+    sec = fleet.sections
+    task = np.asarray(sec.task, dtype=np.int64)
+    a, b = np.searchsorted(task, [lo, hi]).tolist()
+
+    def cut(value: Any) -> Any:
+        return None if value is None else value[a:b]
+
+    sections = Sections(task[a:b] - lo, cut(sec.seq), cut(sec.span_id), cut(sec.name),
+                        cut(sec.stage), cut(sec.start_ns), cut(sec.end_ns), cut(sec.cls),
+                        cut(sec.confidence), cut(sec.shares), sliced_evidence(sec.evidence, a, b),
+                        cut(sec.basis), cut(sec.assumed), cut(sec.assumed_cls))
+    tasks = fleet.tasks[lo:hi]
+    summary = dataclasses.replace(fleet.summary,
+                                  orphan_roots=sum(t.orphan_roots for t in tasks))
+    return Fleet(tasks, sections, summary, fleet.warnings)
+
+
+def merged(previous: Fleet, fresh: Fleet, traces: Any) -> Fleet:
+    """``previous`` with the tasks of the trace ids ``traces`` taken out and those ``fresh``
+    found for them (an analysis of just those traces) put in, in trace-id order: what one
+    analysis of all the traces gives, where no trace's analysis reads another's spans."""
+    redone = set(traces)
+    old = [t.trace_id for t in previous.tasks]
+    new = [t.trace_id for t in fresh.tasks]
+    # each task's place: (its trace id, which fleet, its index there)
+    order = sorted([(tid, 0, i) for i, tid in enumerate(old) if tid not in redone]
+                   + [(tid, 1, i) for i, tid in enumerate(new)])
+    parts, run = [], None
+    for _, which, i in order:
+        if run is not None and run[0] == which and run[2] == i:
+            run[2] = i + 1
+            continue
+        if run is not None:
+            parts.append(part(previous if run[0] == 0 else fresh, run[1], run[2]))
+        run = [which, i, i + 1]
+    if run is not None:
+        parts.append(part(previous if run[0] == 0 else fresh, run[1], run[2]))
+    if not parts:
+        return part(fresh, 0, 0)
+    warnings = tuple(dict.fromkeys(previous.warnings + fresh.warnings))
+    return dataclasses.replace(joined(parts), warnings=warnings)
 
 
 def _absent(name: str, sections: Any) -> Any:

@@ -70,6 +70,8 @@ class TaskResult(NamedTuple):
     # retried (analyzers/reliability.py)
     timeout_ns: int = 0
     retry_ns: int = 0
+    # its orphans that no root of its trace enclosed (walked as roots; Summary.orphan_roots)
+    orphan_roots: int = 0
 
 
 class SectionEvidence:
@@ -126,12 +128,47 @@ class SectionEvidence:
         return [with_note(w, note) for w, note in zip(words, self._notes[sections].tolist())]
 
 
+def sliced_evidence(evidence: Any, lo: int, hi: int) -> Any:
+    """Sections ``lo`` .. ``hi`` - 1 of ``evidence`` (any of the evidence classes), from 0,
+    as slices of the evidence they were made with (no slice of a slice)."""
+    if isinstance(evidence, SlicedEvidence):
+        return SlicedEvidence(evidence._evidence, evidence._lo + lo, evidence._lo + hi)
+    if isinstance(evidence, JoinedEvidence):
+        pieces = [sliced_evidence(p, max(lo, a) - a, min(hi, b) - a) for p, a, b in zip(
+            evidence._parts, evidence._starts, evidence._starts[1:]) if lo < b and hi > a]
+        return pieces[0] if len(pieces) == 1 else JoinedEvidence(pieces)
+    return SlicedEvidence(evidence, lo, hi)
+
+
+class SlicedEvidence:
+    """The evidence of sections ``lo`` .. ``hi`` - 1 of another evidence, from 0."""
+
+    def __init__(self, evidence: Any, lo: int, hi: int) -> None:
+        self._evidence, self._lo, self._hi = evidence, lo, hi
+
+    def __len__(self) -> int:
+        return self._hi - self._lo
+
+    def texts(self, lo: int = 0, hi: Optional[int] = None) -> list:
+        hi = len(self) if hi is None else hi
+        return self._evidence.texts(self._lo + lo, self._lo + hi)
+
+    def texts_at(self, sections: Any) -> list:
+        return self._evidence.texts_at(np.asarray(sections, dtype=np.int64) + self._lo)
+
+    def all(self) -> list:
+        return self.texts()
+
+
 class JoinedEvidence:
     """The evidence of sections joined from several analyses (batches of traces), in their
     order: the same reading as :class:`SectionEvidence`."""
 
     def __init__(self, parts: Sequence) -> None:
-        self._parts = list(parts)
+        # (joined evidence among the parts is flattened: a serve that merges its analysis
+        # again at every refresh keeps one level)
+        self._parts = [q for p in parts
+                       for q in (p._parts if isinstance(p, JoinedEvidence) else [p]) if len(q)]
         self._starts = np.cumsum([0] + [len(p) for p in self._parts]).tolist()
 
     def __len__(self) -> int:

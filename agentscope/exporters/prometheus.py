@@ -275,8 +275,8 @@ def sampled_metrics(analysis: Any) -> list:
 
 class TraceDirCollector:
     """A prometheus_client collector over a trace directory: it loads and analyses again at a
-    scrape when files changed, at most every ``refresh_s`` seconds; in between it serves the
-    last result."""
+    scrape when files changed (only the traces the new data touched: ``analyze(previous=)``),
+    at most every ``refresh_s`` seconds; in between it serves the last result."""
 
     def __init__(self, trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0):
         self.trace_dir = trace_dir
@@ -286,6 +286,7 @@ class TraceDirCollector:
         self._at = 0.0
         self._seen: Optional[tuple] = None
         self._metrics: list = []
+        self._analysis: Any = None
         self.refreshes = 0
         self.failures = 0  # refreshes that raised: the last good result is served meanwhile
 
@@ -297,7 +298,10 @@ class TraceDirCollector:
     def refresh(self) -> None:
         from ..analysis import analyze
 
-        analysis = analyze(self.trace_dir, self.db)
+        # only the traces touched since the last refresh are analysed again (analyze's
+        # previous=); the last analysis is kept for that
+        analysis = analyze(self.trace_dir, self.db, previous=self._analysis)
+        self._analysis = analysis
         metrics = analysis_metrics(analysis) + sampled_metrics(analysis)
         up = _families()[1]("agentscope_last_refresh_timestamp_seconds", "When the trace "
                             "directory was last loaded and analysed")

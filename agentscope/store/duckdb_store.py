@@ -200,7 +200,8 @@ class Store:
                        traces: "tuple | None" = None) -> AnalysisInput:
         """Every span as the analysis reads it (store/sql/analysis_input.sql), with the columns
         the counter rules need when ``with_counters``; ``traces``: only those of the trace ids
-        ``lo <= trace_id < hi`` (a batch of :meth:`trace_batches`; either bound None: open).
+        ``lo <= trace_id < hi`` (a batch of :meth:`trace_batches`; either bound None: open),
+        or, given a list, those of these trace ids.
         Fetching columns is many times faster than row tuples for a million spans."""
         import numpy as np
 
@@ -213,8 +214,10 @@ class Store:
                 "SELECT DISTINCT host FROM spans WHERE host IS NOT NULL ORDER BY host")]
         else:
             query = f"SELECT * EXCLUDE ({', '.join(_COUNTER_COLUMNS)}) FROM ({query})"
-        lo, hi = traces if traces is not None else (None, None)
-        arrays = self.con.execute(query, {"hosts": hosts, "lo": lo, "hi": hi}).fetchnumpy()
+        ids = list(traces) if isinstance(traces, list) else None
+        lo, hi = traces if isinstance(traces, tuple) else (None, None)
+        arrays = self.con.execute(query, {"hosts": hosts, "lo": lo, "hi": hi,
+                                          "ids": ids}).fetchnumpy()
         # the rows come in any order: put them in idx order (each trace one contiguous run)
         idx = np.asarray(arrays.pop("idx"), dtype=np.int64)
         where = np.empty_like(idx)
@@ -252,6 +255,38 @@ class Store:
             ORDER BY 1""")]
         bounds = [None] + firsts[1:] + [None]
         return list(zip(bounds[:-1], bounds[1:]))
+
+    def marks(self) -> tuple:
+        """Where the store stands: (spans, the last span's row id, samples, the last
+        sample's row id), for :meth:`touched_traces`."""
+        return tuple(self._x(
+            "SELECT (SELECT count(*) FROM spans), (SELECT coalesce(max(rowid), -1) FROM spans),"
+            " (SELECT count(*) FROM samples), (SELECT coalesce(max(rowid), -1) FROM samples)")[0])
+
+    def touched_traces(self, marks: tuple, metrics: Iterable[str],
+                       hold_ns: int) -> Optional[list]:
+        """The trace ids whose analysis may differ from one made when the store stood at
+        ``marks`` (:meth:`marks`): those with spans added since, and those whose time
+        overlaps, within ``hold_ns``, a sample of ``metrics`` added since (what a sample
+        says reaches back to the one before it). None when the store changed otherwise
+        (rows taken out or rewritten, samples of other kinds added): all must be analysed."""
+        spans, span_row, samples, sample_row = marks
+        kept = self._x("SELECT (SELECT count(*) FROM spans WHERE rowid <= ?), "
+                       "(SELECT count(*) FROM samples WHERE rowid <= ?)", [span_row, sample_row])
+        if kept[0] != (spans, samples):
+            return None
+        names = list(metrics)
+        other, lo, hi = self._x(
+            "SELECT count(*) FILTER (WHERE NOT list_contains(?::VARCHAR[], metric)), "
+            "min(ts_ns), max(ts_ns) FROM samples WHERE rowid > ?", [names, sample_row])[0]
+        if other:
+            return None
+        window = "" if lo is None else (
+            f" UNION SELECT trace_id FROM spans GROUP BY trace_id HAVING "
+            f"min(start_ns) <= {int(hi) + int(hold_ns)} "
+            f"AND max(end_ns) >= {int(lo) - int(hold_ns)}")
+        return sorted(t for (t,) in self._x(
+            f"SELECT DISTINCT trace_id FROM spans WHERE rowid > ?{window}", [span_row]))
 
     def coupled_traces(self) -> bool:
         """Whether the analysis of a trace reads other traces' spans: spans on an event loop

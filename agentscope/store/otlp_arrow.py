@@ -81,17 +81,18 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
         return None
     try:
         flat = _columns(table)
-    except _NotHere as e:
-        if e.python:
-            return None
-        flat = None  # a value the columns below do not take as they are: DuckDB's SQL
-    if flat is not None:
         con.register("otlp_columns", flat)
         try:
             con.execute(_STAGE_COLUMNS).fetchall()
         finally:
             con.unregister("otlp_columns")
         return flat.num_rows
+    except _NotHere as e:
+        if e.python:
+            return None
+    except Exception:  # noqa: BLE001 - what the columns did not foresee: DuckDB's SQL takes it
+        pass
+    # a value the columns do not take as they are: DuckDB's SQL
     _define_macros(con)
     accounting = "[" + ", ".join(f"'{name}'" for name in _ACCOUNTING) + "]"
     derived = "'" + semconv.ANALYSIS_PREFIX.replace("'", "''") + "'"

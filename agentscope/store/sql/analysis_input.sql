@@ -23,8 +23,9 @@
 -- message, the exception.type of one of its events or its error.type attribute names one:
 -- TimeoutError, socket.timeout, ReadTimeout, "timed out", DEADLINE_EXCEEDED, ...). The
 -- events and attributes are read for failed spans only (analyzers/reliability.py).
--- $lo and $hi bound the trace ids read (a batch of traces: positions and trace numbers are
--- then the batch's own, from 0 and 1).
+-- $lo and $hi bound the trace ids read, or $ids lists them (a batch of traces, or the traces
+-- an incremental analysis redoes: positions and trace numbers are then the batch's own, from
+-- 0 and 1).
 -- host_code feeds the counter rules; the store leaves it out (SELECT * EXCLUDE) when it has
 -- no counter samples to join. It is the span's host as its 1-based position in $hosts (0:
 -- none).
@@ -68,8 +69,10 @@ WITH raw AS (
             '(?i)timeout|timed out|deadline[ _]?exceeded'), false)
         ELSE false END AS timeout
     FROM spans
-    -- one batch of traces ($lo <= trace_id < $hi; NULL: no bound), or all of them
+    -- one batch of traces ($lo <= trace_id < $hi; NULL: no bound), or those of the ids $ids
+    -- (NULL: all)
     WHERE ($lo::VARCHAR IS NULL OR trace_id >= $lo) AND ($hi::VARCHAR IS NULL OR trace_id < $hi)
+        AND ($ids::VARCHAR[] IS NULL OR trace_id IN (SELECT unnest($ids::VARCHAR[])))
 ),
 base AS (
     -- the attributes by name (their positions in the list above)
