@@ -6,6 +6,9 @@ Generates a trace directory (benchmarks/gen_traces.py), then times, in the same 
 * a scrape that finds new data: the collector loads what was appended and analyses again,
   then the exposition text is written (what Prometheus waits for);
 * a scrape that finds nothing new (the cached metrics, written again);
+* a scrape that finds 1 % new spans (new tasks in a new folder): serve analyses again only
+  the traces they touched (``analyze(previous=)``), and, in the same run, the same scrape
+  with that turned off (a whole analysis, what serve did before issue 19);
 * the exposition's size.
 
     python benchmarks/metrics_scrape.py [--tasks 10000] [--spans-per-task 100]
@@ -41,7 +44,7 @@ def main() -> int:
     try:
         spans = write_spanfiles(root / "traces", args.tasks,
                                 spans_per_task=args.spans_per_task)
-        base, fresh, cached = [], [], []
+        base, fresh, cached, more, more_whole = [], [], [], [], []
         size = 0
         for i in range(args.repeat):
             db = root / f"base-{i}.duckdb"
@@ -60,12 +63,28 @@ def main() -> int:
             text = generate_latest(registry)
             cached.append(time.perf_counter() - t)
             size = len(text)
+            # 1 % new spans, then a scrape; alternately with the incremental analysis and
+            # without it (the collector forgets its last analysis: a whole one)
+            for incremental in (True, False):
+                write_spanfiles(root / "traces" / f"more-{i}-{incremental}",
+                                max(args.tasks // 100, 1), spans_per_task=args.spans_per_task,
+                                seed=1000 + 2 * i + incremental)
+                collector.refresh_s = 0.0
+                if not incremental:
+                    collector._analysis = None
+                t = time.perf_counter()
+                generate_latest(registry)
+                (more if incremental else more_whole).append(time.perf_counter() - t)
         b, f, c = (statistics.median(x) for x in (base, fresh, cached))
+        m, w = statistics.median(more), statistics.median(more_whole)
         print(f"metrics scrape of {args.tasks} tasks ({spans} spans), median of {args.repeat}")
         print(f"baseline, load + analyse (as agentscope analyze): {b:6.2f} s")
         print(f"scrape with new data (load, analyse, expose):      {f:6.2f} s  ({f / b:.2f}x the "
               "baseline)")
         print(f"scrape with nothing new (cached, expose):          {c * 1e3:6.1f} ms")
+        print(f"scrape with 1% new spans, incremental:             {m:6.2f} s  ({m / b:.1%} of "
+              "the baseline; target <= 5%)")
+        print(f"scrape with 1% new spans, whole analysis (before):  {w:6.2f} s  ({w / b:.1%})")
         print(f"exposition: {size / 1e3:.0f} kB")
         return 0
     finally:
