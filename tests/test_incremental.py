@@ -146,3 +146,19 @@ def test_a_rewritten_file_or_other_samples_mean_a_whole_analysis(tmp_path, monke
         T0, "h", None, "gpu", "0", "gpu.utilization", 0.5)))
     _, redone = _check(traces, db, again, monkeypatch)
     assert redone is None
+
+
+def test_only_the_analysis_the_store_saved_last_is_built_on(tmp_path, monkeypatch):
+    """An analysis saved since ``previous`` (another process, another refresh) means the
+    store's tables are not previous's: a whole analysis, still equal to a fresh one."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _messy_traces(traces, 8)
+    db = tmp_path / "store.duckdb"
+    first = agentscope.analyze(traces, db=db)
+    rng = random.Random(8)
+    (traces / "spans-more.jsonl").write_text(spanfile.encode(_span(
+        "f" * 32, "e" * 16, None, T0 + 5_000_000_000, 1_000_000, rng)))
+    agentscope.analyze(traces, db=db)  # saved by someone else meanwhile
+    _, redone = _check(traces, db, first, monkeypatch)
+    assert redone is None

@@ -173,9 +173,10 @@ def _analyse(store: Store, load: LoadReport, source: str,
     lags = store.loop_lags() if series is not None else None
     separate = trees is None and not store.coupled_traces()
     marks = store.marks()
-    touched = None
+    touched = fresh = None
     if (previous is not None and separate and previous._marks is not None
-            and store.path is not None and previous._store.path == store.path):
+            and store.path is not None and previous._store.path == store.path
+            and store.saved_marks() == previous._marks):
         touched = store.touched_traces(previous._marks, METRICS, MAX_HOLD_NS)
     with gc_paused():
         if touched is not None:  # only the traces touched since the previous analysis
@@ -193,7 +194,12 @@ def _analyse(store: Store, load: LoadReport, source: str,
         guessed = guess_warning(fleet.summary)
         if guessed:
             own.append(guessed)
-        store.save_analysis(_task_columns(fleet), _section_columns(fleet), own)
+        if fresh is not None:  # (only the rows of the traces analysed again)
+            store.save_analysis(_task_columns(fresh), _section_columns(fresh), own, touched,
+                                marks)
+        else:
+            store.save_analysis(_task_columns(fleet), _section_columns(fleet), own,
+                                marks=marks)
     gpu = gpu_summary(store.gpu_idle()) if series is not None else None
     problems = tuple(store.problems())
     summary = dataclasses.replace(

@@ -302,15 +302,30 @@ class Store:
             "LIMIT 1", [f'$."{semconv.CPU_SCOPE}"', f'$."{semconv.OTHER_THREADS_CPU}"']))
 
     def save_analysis(self, task_columns: dict, section_columns: dict,
-                      warnings: Iterable[str] = ()) -> None:
+                      warnings: Iterable[str] = (), redone: Optional[list] = None,
+                      marks: Optional[tuple] = None) -> None:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
         Each argument maps the table's column names to equally long lists or arrays.
         ``warnings``: the analysis' own, kept for :meth:`saved_analysis`. The analysis is saved
-        with the :meth:`loaded_state` it was made from."""
+        with the :meth:`loaded_state` it was made from. ``redone``: the trace ids an
+        incremental analysis made again (the columns hold their results alone): only their
+        rows are replaced. ``marks``: where the store stood (:meth:`marks`) when the analysis
+        was made (:meth:`saved_marks`)."""
         self._changed()
         # first: a save cut short (a crash, a kill) leaves no analysis that claims to be current
         self._x("DROP TABLE IF EXISTS analysis_state")
-        self._x(sql("analysis_tables.sql"))
+        if redone is None or not self._x(
+                "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND "
+                "schema_name = 'main' AND table_name = 'cp_sections'"):
+            self._x(sql("analysis_tables.sql"))
+        elif redone:
+            self.con.register("redone", {"trace_id": _column(redone)})
+            try:
+                for table in ("task_results", "cp_sections"):
+                    self._x(f"DELETE FROM {table} WHERE trace_id IN "
+                            "(SELECT trace_id FROM redone)")
+            finally:
+                self.con.unregister("redone")
         for table, cols in (("task_results", task_columns), ("cp_sections", section_columns)):
             if not cols or not len(next(iter(cols.values()))):
                 continue
@@ -322,8 +337,21 @@ class Store:
             finally:
                 self.con.unregister("incoming")
         self._x(_SAVED_STATE)
-        self._x("INSERT INTO analysis_state VALUES (?, ?, ?, current_timestamp)",
-                [self.loaded_state(), json.dumps(list(warnings)), __version__])
+        self._x("INSERT INTO analysis_state VALUES (?, ?, ?, current_timestamp, ?)",
+                [self.loaded_state(), json.dumps(list(warnings)), __version__,
+                 None if marks is None else json.dumps(list(marks))])
+
+    def saved_marks(self) -> Optional[tuple]:
+        """The :meth:`marks` the saved analysis was made at (None: none saved, or saved
+        without them): an incremental analysis replaces rows of it only where it is the one
+        it starts from."""
+        try:
+            row = self._x("SELECT marks, version FROM analysis_state")
+        except duckdb.Error:  # none saved, or by a version without marks
+            return None
+        if not row or row[0][0] is None or row[0][1] != __version__:
+            return None
+        return tuple(json.loads(row[0][0]))
 
     def loaded_state(self) -> str:
         """A fingerprint of what the store holds: every loaded file's row (how far it was read,
@@ -489,7 +517,8 @@ _SAVED_STATE = """
         loaded_state VARCHAR,  -- Store.loaded_state() when the analysis was saved
         warnings     VARCHAR,  -- JSON list: the analysis' own warnings
         version      VARCHAR,  -- agentscope's, which made it
-        saved_at     TIMESTAMP
+        saved_at     TIMESTAMP,
+        marks        VARCHAR   -- JSON list: Store.marks() when it was made
     )"""
 # every column of every loaded file's row (how far it was read, what it gave, when: whatever
 # store/loading.py keeps there), and the rows in all
