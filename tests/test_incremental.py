@@ -77,11 +77,7 @@ def _span(trace, span, parent, start, length, rng, name="late"):
 @pytest.mark.parametrize("seed", [3, 4])
 def test_incremental_analysis_equals_a_fresh_one(tmp_path, monkeypatch, seed):
     rng = random.Random(seed)
-    traces = tmp_path / "traces"
-    traces.mkdir()
-    _messy_traces(traces, seed)
-    db = tmp_path / "store.duckdb"
-    first = agentscope.analyze(traces, db=db)
+    traces, db, first = _analysed(tmp_path, seed)
     n_tasks = first.summary.tasks
     previous = first
     for round_ in range(4):
@@ -121,22 +117,23 @@ def test_incremental_analysis_equals_a_fresh_one(tmp_path, monkeypatch, seed):
     assert previous.summary.tasks == n_tasks + 12
 
 
-def test_nothing_new_redoes_nothing(tmp_path, monkeypatch):
+def _analysed(tmp_path, seed):
+    """(a trace directory of messy traces, its store, their analysis)."""
     traces = tmp_path / "traces"
     traces.mkdir()
-    _messy_traces(traces, 5)
+    _messy_traces(traces, seed)
     db = tmp_path / "store.duckdb"
-    first = agentscope.analyze(traces, db=db)
+    return traces, db, agentscope.analyze(traces, db=db)
+
+
+def test_nothing_new_redoes_nothing(tmp_path, monkeypatch):
+    traces, db, first = _analysed(tmp_path, 5)
     again, redone = _check(traces, db, first, monkeypatch)
     assert redone == []
 
 
 def test_a_rewritten_file_or_other_samples_mean_a_whole_analysis(tmp_path, monkeypatch):
-    traces = tmp_path / "traces"
-    traces.mkdir()
-    _messy_traces(traces, 6)
-    db = tmp_path / "store.duckdb"
-    first = agentscope.analyze(traces, db=db)
+    traces, db, first = _analysed(tmp_path, 6)
     path = traces / "spans-messy-7-1.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[: len(lines) // 2]))  # rewritten: its spans are taken out
@@ -151,11 +148,7 @@ def test_a_rewritten_file_or_other_samples_mean_a_whole_analysis(tmp_path, monke
 def test_only_the_analysis_the_store_saved_last_is_built_on(tmp_path, monkeypatch):
     """An analysis saved since ``previous`` (another process, another refresh) means the
     store's tables are not previous's: a whole analysis, still equal to a fresh one."""
-    traces = tmp_path / "traces"
-    traces.mkdir()
-    _messy_traces(traces, 8)
-    db = tmp_path / "store.duckdb"
-    first = agentscope.analyze(traces, db=db)
+    traces, db, first = _analysed(tmp_path, 8)
     rng = random.Random(8)
     (traces / "spans-more.jsonl").write_text(spanfile.encode(_span(
         "f" * 32, "e" * 16, None, T0 + 5_000_000_000, 1_000_000, rng)))
