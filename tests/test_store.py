@@ -327,8 +327,8 @@ def test_otlp_columns_sql_and_python_reader_give_the_same_spans(tmp_path, monkey
                        _kv("d", doubleValue=0.25), _kv("big", doubleValue=1e300),
                        _kv("b", boolValue=False), _kv("bytes", bytesValue="AAEC"),
                        _kv("empty"), _kv("agentscope.stage", stringValue="tool"),
-                       _kv("agentscope.cpu.thread_ns", intValue="99"),
-                       _kv("agentscope.cpu.thread_ns", intValue="5"),  # the last counts
+                       _kv("whole", doubleValue=2.0), _kv("negative_zero", doubleValue=-0.0),
+                       _kv("agentscope.cpu.thread_ns", intValue="5"),
                        _kv("agentscope.analysis.bottleneck", stringValue="cpu")],
                    kind=3, parentSpanId="00000000000000AB",
                    status={"code": 2, "message": "boom"}),
@@ -352,19 +352,33 @@ def test_otlp_columns_sql_and_python_reader_give_the_same_spans(tmp_path, monkey
         30, [_kv("tags", arrayValue={"values": [{"stringValue": "a"}]})])]))
     (tmp_path / "event.jsonl").write_text(_otlp_line([_otlp_span(
         40, events=[{"name": "e", "timeUnixNano": str(T0 + 41)}])]))
+    (tmp_path / "repeated.jsonl").write_text(_otlp_line([_otlp_span(  # a key given twice
+        50, [_kv("server.address", stringValue="localhost"), _kv("x", intValue="1"),
+             _kv("agentscope.cpu.thread_ns", intValue="99"),
+             _kv("server.address", stringValue="example.com"),
+             _kv("agentscope.cpu.thread_ns", intValue="7")])]))
     got, taken = _three_ways(tmp_path, monkeypatch)
-    assert sorted(taken) == ["columns", "python", "python", "sql", "sql"]
+    assert sorted(taken) == ["columns", "python", "python", "python", "sql", "sql"]
     (n, problems, rows, attrs), sql_way, python_way = got
-    assert n == 7 and problems == 0
+    assert n == 8 and problems == 0
     assert sql_way == got[0] and python_way[:3] == got[0][:3] and python_way[3] == attrs
+    # ... to the type and order of each value (== takes 2 for 2.0)
+    assert [json.dumps(a) for a in attrs] == [json.dumps(a) for a in sql_way[3]] == \
+        [json.dumps(a) for a in python_way[3]]
     by_span = {r[1]: (r, a) for r, a in zip(rows, attrs)}
     first, first_attrs = by_span["0000000000000002"]
     assert first[:6] == ("00000000000000000000000000000001", "0000000000000002",
                          "00000000000000ab", "s1", "tool", "client")
     assert first[8:13] == ("error", "boom", "second", "h1", 42) and first[14] == 5
     assert first_attrs == {"s": "caf\u00e9 \u4e2d", "i": -7, "d": 0.25, "big": 1e300,
-                           "b": False, "bytes": "AAEC", "empty": None,
-                           "otel.scope.name": "lib"}
+                           "b": False, "bytes": "AAEC", "empty": None, "whole": 2.0,
+                           "negative_zero": -0.0, "otel.scope.name": "lib"}
+    # a double stays a double (JSON's 2 would read back as an integer)
+    assert [type(first_attrs[k]) for k in ("whole", "negative_zero")] == [float, float]
+    assert str(first_attrs["negative_zero"]) == "-0.0"
+    repeated, repeated_attrs = by_span["0000000000000033"]  # the last value, the first place
+    assert repeated[14] == 7 and list(repeated_attrs.items()) == [
+        ("server.address", "example.com"), ("x", 1), ("otel.scope.name", "lib")]
     second, second_attrs = by_span["0000000000000003"]
     assert second[2] is None and second[5] == "internal" and second[8] == "unset"
     assert (second[13], second[17], second[19]) == (-3, 12, None)  # tid, vcsw, majflt

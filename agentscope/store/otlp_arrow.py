@@ -79,6 +79,7 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
             explicit_schema=_schema(), unexpected_field_behavior="ignore"))
     except Exception:  # not one request per line, a number where the spec has a string, ...
         return None
+    _define_macros(con)
     try:
         flat = _columns(table)
         con.register("otlp_columns", flat)
@@ -93,7 +94,6 @@ def stage(con: Any, path: str, data: bytes) -> Optional[int]:
     except Exception:  # noqa: BLE001 - what the columns did not foresee: DuckDB's SQL takes it
         pass
     # a value the columns do not take as they are: DuckDB's SQL
-    _define_macros(con)
     accounting = "[" + ", ".join(f"'{name}'" for name in _ACCOUNTING) + "]"
     derived = "'" + semconv.ANALYSIS_PREFIX.replace("'", "''") + "'"
     query = sql("otlp_spans.sql").format(accounting=accounting, min_epoch_ns=MIN_EPOCH_NS,
@@ -133,10 +133,7 @@ _COUNTS = {column: (name, INT32_MAX if column == "children" else
 # the columns made into ``staging``: the span kind and status from their codes (strings made
 # per span in numpy cost more than the rest of a column's making), no events or links
 _STAGE_COLUMNS = "CREATE OR REPLACE TEMP TABLE staging AS SELECT " + ", ".join(
-    {"kind": "CASE kind_code WHEN 2 THEN 'server' WHEN 3 THEN 'client' WHEN 4 THEN 'producer' "
-             "WHEN 5 THEN 'consumer' ELSE 'internal' END AS kind",
-     "status": "CASE status_code WHEN 1 THEN 'ok' WHEN 2 THEN 'error' ELSE 'unset' END "
-               "AS status",
+    {"kind": "otlp_kind(kind_code) AS kind", "status": "otlp_status(status_code) AS status",
      "events": "'[]' AS events", "links": "'[]' AS links"}.get(c, c)
     for c in SPAN_COLUMNS) + " FROM otlp_columns"
 
@@ -195,16 +192,7 @@ def _columns(table: Any) -> Any:
     _plain_values(values)
 
     def resource(key: str, value: str) -> Any:
-        got = _last(rkeys, rkv_of, key)
-        if got is None:
-            return pa.nulls(n, pa.string())
-        owner, at = got
-        idx = np.full(len(res), -1, dtype=np.int64)
-        idx[owner] = at
-        values = pc.struct_field(rvalues, value)
-        mask = idx < 0
-        picked = pc.take(values, pa.array(np.where(mask, 0, idx), mask=mask))
-        return pc.take(picked, res_of_sp)
+        return pc.take(_value_of(rkeys, rkv_of, rvalues, key, value, len(res)), res_of_sp)
 
     service = resource("service.name", "stringValue")
     host = resource("host.name", "stringValue")
@@ -236,17 +224,12 @@ def _columns(table: Any) -> Any:
     # the attributes: the accounting ones into columns, the others kept as JSON text
     if keys.null_count:
         raise _NotHere(False)
+    if _repeated(keys, kv_of):  # the Python reader keeps the last value, in the first place
+        raise _NotHere(True)
     cols: dict = {}
     for column, (name, largest) in _COUNTS.items():
         cols[column] = _count(keys, kv_of, values, name, largest, n)
-    got = _last(keys, kv_of, semconv.STAGE)
-    stage = pa.nulls(n, pa.string())
-    if got is not None:
-        idx = np.full(n, -1, dtype=np.int64)
-        idx[got[0]] = got[1]
-        mask = idx < 0
-        stage = pc.take(pc.struct_field(values, "stringValue"),
-                        pa.array(np.where(mask, 0, idx), mask=mask))
+    stage = _value_of(keys, kv_of, values, semconv.STAGE, "stringValue", n)
     scope = pc.take(pc.struct_field(pc.struct_field(ss, "scope"), "name"), ss_of_sp)
     attrs = _attrs_json(keys, values, kv_of, scope, n)
 
@@ -287,6 +270,35 @@ def _last(keys: Any, owner_of: Any, key: str) -> Any:
         return None
     owners, last = np.unique(owner_of[at], return_index=True)
     return owners, at[last]
+
+
+def _value_of(keys: Any, owner_of: Any, values: Any, key: str, field: str, owners: int) -> Any:
+    """Per owner (``owners`` of them), the ``field`` of the value of its attribute ``key``
+    (:func:`_last`); null where it has none."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    got = _last(keys, owner_of, key)
+    column = pc.struct_field(values, field)
+    if got is None:
+        return pa.nulls(owners, column.type)
+    at = np.full(owners, -1, dtype=np.int64)
+    at[got[0]] = got[1]
+    missing = at < 0
+    return pc.take(column, pa.array(np.where(missing, 0, at), mask=missing))
+
+
+def _repeated(keys: Any, owner_of: Any) -> bool:
+    """Whether an owner has two attributes of one key."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if not len(keys):
+        return False
+    codes = pc.dictionary_encode(keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    pairs = owner_of.astype(np.int64) * (int(codes.max()) + 1) + codes
+    return len(np.unique(pairs)) != len(pairs)
 
 
 def _to_int(text: Any, typ: Any) -> Any:
@@ -393,11 +405,14 @@ def _needs_escape(text: Any) -> bool:
 
 
 def _number_text(doubles: Any) -> Any:
-    """Finite doubles as JSON numbers (Arrow's shortest round-trip text)."""
+    """Finite doubles as JSON numbers (Arrow's shortest round-trip text), a whole number
+    with its ``.0`` (Arrow writes 2.0 as ``2``: it would read back as an integer)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.cast(doubles, pa.string())
+    text = pc.cast(doubles, pa.string())
+    return pc.if_else(pc.match_substring_regex(text, r"^-?[0-9]+$"),
+                      pc.binary_join_element_wise(text, ".0", ""), text)
 
 
 def _flatten(con: Any, query: str) -> Optional[int]:
@@ -419,6 +434,13 @@ def _define_macros(con: Any) -> None:
     (one keyed by connection would outlive a closed connection whose id is reused). A NaN or
     infinite double (pyarrow reads the NaN that Python's json writes) is kept as the string
     "NaN"/"Infinity", as the Python reader keeps it (store/rows.py): JSON has no such number."""
+    con.execute("""
+        CREATE OR REPLACE TEMP MACRO otlp_kind(code) AS
+            CASE code WHEN 2 THEN 'server' WHEN 3 THEN 'client' WHEN 4 THEN 'producer'
+                      WHEN 5 THEN 'consumer' ELSE 'internal' END""").fetchall()
+    con.execute("""
+        CREATE OR REPLACE TEMP MACRO otlp_status(code) AS
+            CASE code WHEN 1 THEN 'ok' WHEN 2 THEN 'error' ELSE 'unset' END""").fetchall()
     con.execute("""
         CREATE OR REPLACE TEMP MACRO otlp_value(v) AS
             CASE WHEN v.stringValue IS NOT NULL THEN to_json(v.stringValue)

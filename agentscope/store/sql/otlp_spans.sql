@@ -1,6 +1,6 @@
 -- OTLP/JSON traces (an Arrow table `otlp_arrow` of ExportTraceServiceRequest rows, read by
 -- pyarrow) flattened into the columns of `spans`, plus `ok` (every check passed) and `extras`
--- (events + links, which the Python reader handles). Same mapping as store/otlp.py; where a
+-- (events, links and repeated attribute keys, which the Python reader handles). Same mapping as store/otlp.py; where a
 -- key is repeated, the last one counts, as in the Python reader's dict.
 -- {accounting} is replaced by the list of agentscope's accounting attribute names,
 -- {min_epoch_ns} by records.MIN_EPOCH_NS (smaller start times are another unit, and 0 no
@@ -32,7 +32,11 @@ flat AS (
         TRY_CAST(sp.endTimeUnixNano AS BIGINT) AS end_ns,
         coalesce(sp.status.code, 0) AS status_code, sp.status.message AS status_message,
         coalesce(sp.attributes, []) AS all_attributes, scope, service, host, pid,
-        coalesce(len(sp.events), 0) + coalesce(len(sp.links), 0) AS extras
+        coalesce(len(sp.events), 0) + coalesce(len(sp.links), 0)
+            -- a key given twice: the Python reader keeps the last value, in the first place
+            + coalesce(len(sp.attributes), 0)
+            - coalesce(len(list_distinct(list_transform(sp.attributes, lambda a: a.key))), 0)
+            AS extras
     FROM sp
 ),
 typed AS (
@@ -54,10 +58,9 @@ SELECT
     CASE WHEN regexp_full_match(coalesce(raw_parent, ''), '[0-9a-fA-F]{{16}}')
               AND raw_parent <> '0000000000000000' THEN lower(raw_parent) END AS parent_span_id,
     name, stage,
-    CASE kind_code WHEN 2 THEN 'server' WHEN 3 THEN 'client' WHEN 4 THEN 'producer'
-                   WHEN 5 THEN 'consumer' ELSE 'internal' END AS kind,
+    otlp_kind(kind_code) AS kind,
     start_ns, end_ns,
-    CASE status_code WHEN 1 THEN 'ok' WHEN 2 THEN 'error' ELSE 'unset' END AS status,
+    otlp_status(status_code) AS status,
     nullif(status_message, '') AS status_message,
     service, host, pid,
     otlp_int(attributes, 'thread.id') AS tid,
