@@ -153,7 +153,6 @@ def _columns(table: Any) -> Any:
     ``spans``, flattened with Arrow compute and numpy, as store/sql/otlp_spans.sql does in
     SQL (the same values: tests/test_store.py compares all three readers). Raises
     :class:`_NotHere` for what it does not take."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
