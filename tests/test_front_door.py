@@ -62,6 +62,12 @@ def test_the_task_level_document_is_the_document_without_sections(both, tmp_path
     assert result.exit_code == 2 and "--format json" in result.output
     with pytest.raises(ValueError, match="detail"):
         analysis.to_dict(detail="spans")
+    import io
+
+    out = io.StringIO()
+    with pytest.raises(ValueError, match="detail"):  # refused before anything is written
+        analysis.write_json(out, detail="spans")
+    assert out.getvalue() == ""
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["orjson", "json"])

@@ -115,6 +115,24 @@ def test_incremental_analysis_equals_a_fresh_one(tmp_path, monkeypatch, seed):
         assert redone is not None and 0 < len(redone) < n_tasks
         previous = again
     assert previous.summary.tasks == n_tasks + 12
+    # only the first analysis still holds its spans' figures for its words: each refresh's
+    # are put in words at once (or serve's memory would grow with every refresh)
+    assert len(_unsettled(previous.sections.evidence)) == 1
+
+
+def _unsettled(evidence, found=None):
+    """The evidence objects below ``evidence`` that still hold a classification."""
+    from agentscope.analyzers.results import JoinedEvidence, SlicedEvidence
+
+    found = {} if found is None else found
+    if isinstance(evidence, JoinedEvidence):
+        for part in evidence._parts:
+            _unsettled(part, found)
+    elif isinstance(evidence, SlicedEvidence):
+        _unsettled(evidence._evidence, found)
+    elif evidence._classified is not None:
+        found[id(evidence)] = evidence
+    return found
 
 
 def _analysed(tmp_path, seed):
@@ -155,3 +173,24 @@ def test_only_the_analysis_the_store_saved_last_is_built_on(tmp_path, monkeypatc
     agentscope.analyze(traces, db=db)  # saved by someone else meanwhile
     _, redone = _check(traces, db, first, monkeypatch)
     assert redone is None
+
+
+def test_a_trace_that_loses_its_task_leaves_the_summary_right(tmp_path, monkeypatch):
+    """A late span can leave a touched trace with no task (it closes a parent cycle): the
+    merge is then one run of the earlier tasks, and its summary is theirs, not the earlier
+    analysis' (found by a review)."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    rng = random.Random(9)
+    path = traces / "spans-x-1-1.jsonl"
+    path.write_text("".join(spanfile.encode(r) for r in (
+        _span("a" * 32, "1" * 16, None, T0, 10 ** 9, rng, "A"),
+        _span("b" * 32, "2" * 16, None, T0, 2 * 10 ** 9, rng, "B"),
+        _span("c" * 32, "3" * 16, "9" * 16, T0, 3 * 10 ** 9, rng, "C"))))  # no parent yet
+    db = tmp_path / "store.duckdb"
+    first = agentscope.analyze(traces, db=db)
+    assert first.summary.tasks == 3
+    with open(path, "a") as f:  # the parent arrives, and its own parent is C: a cycle
+        f.write(spanfile.encode(_span("c" * 32, "9" * 16, "3" * 16, T0, 3 * 10 ** 9, rng)))
+    again, redone = _check(traces, db, first, monkeypatch)
+    assert redone == ["c" * 32] and again.summary.tasks == len(again.task_results) == 2

@@ -181,10 +181,13 @@ def _analyse(store: Store, load: LoadReport, source: str,
     with gc_paused():
         if touched is not None:  # only the traces touched since the previous analysis
             before = Fleet(previous.task_results, previous.sections, previous.summary)
-            fresh = engine.analyze(store.analysis_input(with_counters=counted,
-                                                        traces=touched),
-                                   series, lags, trees) if touched else \
-                engine.part(before, 0, 0)
+            if touched:
+                fresh = engine.analyze(store.analysis_input(with_counters=counted,
+                                                            traces=touched),
+                                       series, lags, trees)
+                fresh.sections.evidence.settle()  # (or each refresh keeps its spans' figures)
+            else:
+                fresh = engine.part(before, 0, 0)
             fleet = engine.merged(before, fresh, touched)
         else:
             fleet = _fleet(store, counted, series, lags, trees,
@@ -215,12 +218,14 @@ def _fleet(store: Store, counted: bool, series: Any, lags: Any, trees: Any,
            batches: list) -> Fleet:
     """Every trace analysed, a batch at a time (each batch's evidence made and its spans let
     go where there are several), and the batches joined."""
+    if len(batches) == 1:
+        return engine.analyze(store.analysis_input(with_counters=counted, traces=batches[0]),
+                              series, lags, trees)
     parts = []
     for traces in batches:
         part = engine.analyze(store.analysis_input(with_counters=counted, traces=traces),
                               series, lags, trees)
-        if len(batches) > 1:
-            part.sections.evidence.settle()  # (what holds every span of the batch)
+        part.sections.evidence.settle()  # (what holds every span of the batch)
         parts.append(part)
     return engine.joined(parts)
 

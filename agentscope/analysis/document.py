@@ -37,12 +37,10 @@ def document(analysis: Any, detail: str = "sections") -> dict:
 def task_documents(analysis: Any, lo: int = 0, hi: Optional[int] = None,
                    detail: str = "sections") -> list:
     """The documents of tasks ``lo`` .. ``hi`` - 1 (default: all), as in :func:`document`."""
-    if detail not in DETAILS:
-        raise ValueError(f"detail must be one of {', '.join(DETAILS)}, not {detail!r}")
+    _check_detail(detail)
     tasks = analysis.task_results[lo:hi]
     if detail == "tasks":
         return [_task(t, None) for t in tasks]
-    lo = 0 if lo is None else lo
     cuts = np.searchsorted(np.asarray(analysis.sections.task, dtype=np.int64),
                            np.arange(lo, lo + len(tasks) + 1)).tolist()
     cols = section_columns(analysis, cuts[0], cuts[-1])  # their sections at once, then cut
@@ -65,6 +63,7 @@ def write_document(analysis: Any, write: Any, detail: str = "sections") -> None:
     """:func:`document` as compact JSON text (what :func:`strict_json` writes of it, with
     ``indent=None``), given to ``write`` piece by piece: the tasks a chunk at a time, so that
     neither the whole text nor every section's dict is ever in memory."""
+    _check_detail(detail)  # (before anything is written)
     write('{"schema":' + strict_json(SCHEMA) + ',"tasks":[')
     sep = ""
     for lo in range(0, len(analysis.task_results), CHUNK_TASKS):
@@ -75,6 +74,11 @@ def write_document(analysis: Any, write: Any, detail: str = "sections") -> None:
     rest = _document(analysis, [])
     del rest["schema"], rest["tasks"]
     write("]," + strict_json(rest)[1:])
+
+
+def _check_detail(detail: str) -> None:
+    if detail not in DETAILS:
+        raise ValueError(f"detail must be one of {', '.join(DETAILS)}, not {detail!r}")
 
 
 def _document(analysis: Any, tasks: list) -> dict:

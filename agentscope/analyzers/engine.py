@@ -200,8 +200,6 @@ def joined(parts: Any) -> Fleet:
     same as one analysis of all the traces where no trace's analysis reads another's
     (the store's ``coupled_traces``)."""
     parts = list(parts)
-    if len(parts) == 1:
-        return parts[0]
     offsets = np.cumsum([0] + [len(p.tasks) for p in parts])
     secs = [p.sections for p in parts]
 
@@ -224,14 +222,18 @@ def joined(parts: Any) -> Fleet:
         cat("assumed_cls"))
     tasks = tuple(t for p in parts for t in p.tasks)
     warnings = tuple(dict.fromkeys(w for p in parts for w in p.warnings))
-    return Fleet(tasks, sections,
-                 summarize(tasks, sections, sum(p.summary.orphan_roots for p in parts)),
-                 warnings)
+    return Fleet(tasks, sections, _summary(tasks, sections), warnings)
+
+
+def _summary(tasks: Any, sections: Sections) -> Any:
+    """The summary of ``tasks`` (with their ``sections``): each task knows its orphan
+    roots."""
+    return summarize(tasks, sections, sum(t.orphan_roots for t in tasks))
 
 
 def part(fleet: Fleet, lo: int, hi: int) -> Fleet:
     """Tasks ``lo`` .. ``hi`` - 1 of ``fleet`` (and their sections) as a fleet of their own,
-    for :func:`joined` (its summary counts only their orphan roots)."""
+    with their own summary."""
     sec = fleet.sections
     task = np.asarray(sec.task, dtype=np.int64)
     a, b = np.searchsorted(task, [lo, hi]).tolist()
@@ -244,9 +246,7 @@ def part(fleet: Fleet, lo: int, hi: int) -> Fleet:
                         cut(sec.confidence), cut(sec.shares), sliced_evidence(sec.evidence, a, b),
                         cut(sec.basis), cut(sec.assumed), cut(sec.assumed_cls))
     tasks = fleet.tasks[lo:hi]
-    summary = dataclasses.replace(fleet.summary,
-                                  orphan_roots=sum(t.orphan_roots for t in tasks))
-    return Fleet(tasks, sections, summary, fleet.warnings)
+    return Fleet(tasks, sections, _summary(tasks, sections), fleet.warnings)
 
 
 def merged(previous: Fleet, fresh: Fleet, traces: Any) -> Fleet:

@@ -7,6 +7,7 @@ made on first reading (it costs more than the numbers, and most outputs need lit
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
@@ -177,9 +178,11 @@ class JoinedEvidence:
     def texts(self, lo: int = 0, hi: Optional[int] = None) -> list:
         hi = len(self) if hi is None else hi
         out: list = []
-        for part, start, end in zip(self._parts, self._starts, self._starts[1:]):
-            if lo < end and hi > start:
-                out += part.texts(max(lo, start) - start, min(hi, end) - start)
+        k = bisect.bisect_right(self._starts, lo) - 1  # the part holding ``lo`` (no scan)
+        while 0 <= k < len(self._parts) and self._starts[k] < hi:
+            start, end = self._starts[k], self._starts[k + 1]
+            out += self._parts[k].texts(max(lo, start) - start, min(hi, end) - start)
+            k += 1
         return out
 
     def texts_at(self, sections: Any) -> list:
