@@ -258,10 +258,20 @@ class Store:
 
     def marks(self) -> tuple:
         """Where the store stands: (spans, the last span's row id, samples, the last
-        sample's row id), for :meth:`touched_traces`."""
+        sample's row id, how many times a load took a file's rows out), for
+        :meth:`touched_traces`."""
         return tuple(self._x(
             "SELECT (SELECT count(*) FROM spans), (SELECT coalesce(max(rowid), -1) FROM spans),"
-            " (SELECT count(*) FROM samples), (SELECT coalesce(max(rowid), -1) FROM samples)")[0])
+            " (SELECT count(*) FROM samples), (SELECT coalesce(max(rowid), -1) FROM samples)")[0]
+        ) + (self._forgotten(),)
+
+    def _forgotten(self) -> int:
+        """How many times a load took a file's rows out (0 in a store, opened read-only,
+        made by a build without the table)."""
+        try:
+            return self._x("SELECT count(*) FROM forgotten")[0][0]
+        except duckdb.CatalogException:
+            return 0
 
     def touched_traces(self, marks: tuple, metrics: Iterable[str],
                        hold_ns: int) -> Optional[list]:
@@ -270,7 +280,12 @@ class Store:
         overlaps, within ``hold_ns``, a sample of ``metrics`` added since (what a sample
         says reaches back to the one before it). None when the store changed otherwise
         (rows taken out or rewritten, samples of other kinds added): all must be analysed."""
-        spans, span_row, samples, sample_row = marks
+        if len(marks) != 5:  # saved by a build that kept fewer
+            return None
+        spans, span_row, samples, sample_row, forgotten = marks
+        # rows taken out: a checkpoint may since have renumbered the rest
+        if self._forgotten() != forgotten:
+            return None
         kept = self._x("SELECT (SELECT count(*) FROM spans WHERE rowid <= ?), "
                        "(SELECT count(*) FROM samples WHERE rowid <= ?)", [span_row, sample_row])
         if kept[0] != (spans, samples):

@@ -263,7 +263,9 @@ class Loader(WholeFiles):
                     chunk)
 
     def _forget(self, file_id: int, src: Source) -> None:
-        """Drop what a file loaded before: its spans, its problems, its counts."""
+        """Drop what a file loaded before: its spans, its problems, its counts (and note it
+        in ``forgotten``, for Store.marks)."""
+        self._x("INSERT INTO forgotten (file_id) VALUES (?)", [file_id])
         self._x("DELETE FROM spans WHERE file_id = ?", [file_id])
         self._x("DELETE FROM samples WHERE file_id = ?", [file_id])
         self._x("DELETE FROM load_problems WHERE path = ?", [db_text(str(src.path))])

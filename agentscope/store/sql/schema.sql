@@ -68,3 +68,11 @@ CREATE TABLE IF NOT EXISTS load_problems (
 ALTER TABLE loaded_files ADD COLUMN IF NOT EXISTS size BIGINT;
 ALTER TABLE loaded_files ADD COLUMN IF NOT EXISTS mtime_ns BIGINT;
 ALTER TABLE loaded_files ADD COLUMN IF NOT EXISTS tail_hash VARCHAR;
+
+-- one row each time a load forgets what a file gave before (a rewritten file read again,
+-- store/loading.py): an incremental analysis (Store.marks) tells from it that rows were
+-- taken out, which row ids alone cannot show (a checkpoint after a large DELETE renumbers them)
+CREATE TABLE IF NOT EXISTS forgotten (
+    file_id      INTEGER,
+    forgotten_at TIMESTAMP DEFAULT current_timestamp
+);
