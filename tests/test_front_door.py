@@ -190,6 +190,38 @@ def test_breakdown_adds_up_to_the_critical_path(both):
         analysis.breakdown("colour")
 
 
+def test_stage_labels_name_gaps_and_missing_stages_once():
+    """A section's stage label: ``(gap)`` between roots, ``(none)`` for a span with no stage
+    (None or empty: one label, so the metrics by stage add them up together), else the
+    stage; the codes and the labels agree, and breakdown sums by label."""
+    import types
+
+    import numpy as np
+
+    from agentscope.analysis import Analysis
+    from agentscope.analyzers.verdict import breakdown
+
+    stage = np.asarray([None, "", "tool", None, "model", "tool", ""], dtype=object)
+    span = np.asarray([None, "a", "b", "c", "d", "e", "f"], dtype=object)
+    fake = types.SimpleNamespace(sections=types.SimpleNamespace(stage=stage, span_id=span))
+    codes, labels = Analysis.stage_codes(fake)
+    assert len(set(labels)) == len(labels)
+    expected = ["(gap)", "(none)", "tool", "(none)", "model", "tool", "(none)"]
+    assert [labels[c] for c in codes] == expected
+    assert Analysis.section_labels(types.SimpleNamespace(
+        sections=fake.sections, stage_codes=lambda: (codes, labels)), "stage") == expected
+    class Sections(types.SimpleNamespace):
+        def __len__(self):
+            return len(self.start_ns)
+
+    sections = Sections(start_ns=np.zeros(7, dtype=np.int64), end_ns=np.arange(1, 8) * 10 ** 9,
+                        shares=np.eye(6)[[0, 1, 2, 3, 4, 5, 0]], assumed=None)
+    by_label = breakdown(sections, expected)
+    assert list(by_label) == ["(gap)", "(none)", "model", "tool"]
+    assert sum(by_label["(none)"].values()) == 2 + 4 + 7
+    assert breakdown(sections, codes) == {k: by_label[labels[k]] for k in sorted(set(codes))}
+
+
 def test_problems_are_named_and_the_rest_is_analysed(tmp_path):
     d = tmp_path / "t"
     shutil.copytree(SAMPLES / "io", d)

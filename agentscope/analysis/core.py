@@ -377,12 +377,29 @@ class Analysis:
         a stage) or its task's ``"lane"`` (``(none)`` without one)."""
         sec = self.sections
         if by == "stage":
-            return ["(gap)" if span is None else stage or "(none)"
-                    for span, stage in zip(sec.span_id.tolist(), sec.stage.tolist())]
+            codes, labels = self.stage_codes()
+            return np.asarray(labels, dtype=object)[codes].tolist()
         if by == "lane":
             lanes = np.asarray([t.lane or "(none)" for t in self.task_results], dtype=object)
             return lanes[np.asarray(sec.task, dtype=np.int64)].tolist() if len(lanes) else []
         raise ValueError(f"breakdown by 'stage' or 'lane', not {by!r}")
+
+    def stage_codes(self) -> tuple:
+        """(each critical-path section's stage label as a code (int64 array), the labels):
+        :meth:`section_labels` ``("stage")`` without a string per section."""
+        import pandas as pd
+
+        sec = self.sections
+        codes, stages = pd.factorize(np.asarray(sec.stage, dtype=object), use_na_sentinel=False)
+        place: dict = {}  # each label once (None and "" are both "(none)")
+        label_of = np.asarray([place.setdefault(s if isinstance(s, str) and s else "(none)",
+                                                len(place)) for s in stages.tolist()],
+                              dtype=np.int64)
+        codes = label_of[codes] if len(codes) else codes.astype(np.int64)
+        gap = np.asarray(sec.span_id, dtype=object) == None  # noqa: E711 - elementwise
+        if gap.any():
+            codes = np.where(gap, place.setdefault("(gap)", len(place)), codes)
+        return codes, list(place)
 
     # ---- what a change would buy ------------------------------------------------------------
     def whatif(self, speedup: "Sequence[str] | str" = (), cpus: Optional[int] = None,

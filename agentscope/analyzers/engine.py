@@ -231,9 +231,9 @@ def _summary(tasks: Any, sections: Sections) -> Any:
     return summarize(tasks, sections, sum(t.orphan_roots for t in tasks))
 
 
-def part(fleet: Fleet, lo: int, hi: int) -> Fleet:
+def part(fleet: Fleet, lo: int, hi: int, summary: bool = True) -> Fleet:
     """Tasks ``lo`` .. ``hi`` - 1 of ``fleet`` (and their sections) as a fleet of their own,
-    with their own summary."""
+    with their own summary (None without ``summary``: a piece to be :func:`joined`)."""
     sec = fleet.sections
     task = np.asarray(sec.task, dtype=np.int64)
     a, b = np.searchsorted(task, [lo, hi]).tolist()
@@ -246,7 +246,8 @@ def part(fleet: Fleet, lo: int, hi: int) -> Fleet:
                         cut(sec.confidence), cut(sec.shares), sliced_evidence(sec.evidence, a, b),
                         cut(sec.basis), cut(sec.assumed), cut(sec.assumed_cls))
     tasks = fleet.tasks[lo:hi]
-    return Fleet(tasks, sections, _summary(tasks, sections), fleet.warnings)
+    return Fleet(tasks, sections, _summary(tasks, sections) if summary else None,
+                 fleet.warnings)
 
 
 def merged(previous: Fleet, fresh: Fleet, traces: Any) -> Fleet:
@@ -265,10 +266,10 @@ def merged(previous: Fleet, fresh: Fleet, traces: Any) -> Fleet:
             run[2] = i + 1
             continue
         if run is not None:
-            parts.append(part(previous if run[0] == 0 else fresh, run[1], run[2]))
+            parts.append(part(previous if run[0] == 0 else fresh, run[1], run[2], False))
         run = [which, i, i + 1]
     if run is not None:
-        parts.append(part(previous if run[0] == 0 else fresh, run[1], run[2]))
+        parts.append(part(previous if run[0] == 0 else fresh, run[1], run[2], False))
     if not parts:
         return part(fresh, 0, 0)
     warnings = tuple(dict.fromkeys(previous.warnings + fresh.warnings))

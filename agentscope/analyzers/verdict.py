@@ -12,7 +12,7 @@ for the fleet engine and the per-trace reference alike.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -109,13 +109,13 @@ def summarize(tasks: Any, sections: Any = None, orphan_roots: int = 0) -> Summar
     """Fleet figures over all tasks (and their ``sections``, for what the classes rest on)."""
     total = sum(t.duration_ns for t in tasks)
     basis = evidence_basis(sections)
-    by_class = dict.fromkeys(CLASSES, 0.0)
-    assumed = dict.fromkeys(CLASSES, 0.0)
-    for t in tasks:
-        for c in CLASSES:
-            by_class[c] += t.shares.get(c, 0.0) * t.duration_ns
-        for c, v in t.assumed.items():
-            assumed[c] += v * t.duration_ns
+    cols = task_arrays(tasks)
+    weight = cols.duration.astype(np.float64)[:, None]
+    # (cumsum: the same additions in the same order as a loop over the tasks)
+    by_class = dict(zip(CLASSES, (np.cumsum(cols.shares * weight, axis=0)[-1].tolist()
+                                  if len(tasks) else [0.0] * len(CLASSES))))
+    assumed = dict(zip(CLASSES, (np.cumsum(cols.assumed * weight, axis=0)[-1].tolist()
+                                 if len(tasks) else [0.0] * len(CLASSES))))
     counts: dict = {}
     assumed_counts: dict = {}
     lanes: dict = {}
@@ -146,6 +146,24 @@ def summarize(tasks: Any, sections: Any = None, orphan_roots: int = 0) -> Summar
         retry_share=round(sum(t.retry_ns for t in tasks) / total, 4) if total else 0.0)
 
 
+class TaskArrays(NamedTuple):
+    """The tasks' figures that fleet sums read, as arrays (one row per task)."""
+    duration: Any  # int64 ns
+    shares: Any  # (n, len(CLASSES)) float64
+    assumed: Any  # (n, len(CLASSES)) float64
+
+
+def task_arrays(tasks: Any) -> TaskArrays:
+    """:class:`TaskArrays` of ``tasks`` (TaskResult)."""
+    n = len(tasks)
+    duration = np.fromiter((t.duration_ns for t in tasks), dtype=np.int64, count=n)
+    shares = np.fromiter((t.shares.get(c, 0.0) for t in tasks for c in CLASSES),
+                         dtype=np.float64, count=n * len(CLASSES)).reshape(n, len(CLASSES))
+    assumed = np.fromiter((t.assumed.get(c, 0.0) for t in tasks for c in CLASSES),
+                          dtype=np.float64, count=n * len(CLASSES)).reshape(n, len(CLASSES))
+    return TaskArrays(duration, shares, assumed)
+
+
 def evidence_basis(sections: Any) -> dict:
     """Share of all critical-path time per basis (measured, label, untraced), 4 places."""
     if sections is None or not len(sections) or sections.basis is None:
@@ -164,16 +182,40 @@ def breakdown(sections: Any, keys: Any, assumed: bool = False) -> dict:
     if not len(sections):
         return {}
     length = (np.asarray(sections.end_ns) - np.asarray(sections.start_ns)).astype(np.float64)
-    uniq, inv = np.unique(np.asarray(keys, dtype=object).astype(str), return_inverse=True)
-    sums = np.zeros((len(uniq), len(CLASSES)))
+    uniq, inv = _codes(keys)
+    n = len(uniq)
     if not assumed:
-        weighted = np.asarray(sections.shares, dtype=np.float64) * (length / 1e9)[:, None]
-        np.add.at(sums, inv, weighted)
-    elif sections.assumed is not None:  # None: nothing assumed
-        np.add.at(sums, (inv, np.asarray(sections.assumed_cls, dtype=np.int64)),
-                  np.asarray(sections.assumed, dtype=np.float64) * (length / 1e9))
+        shares = np.asarray(sections.shares, dtype=np.float64)
+        sums = np.stack([np.bincount(inv, shares[:, c] * (length / 1e9), n)
+                         for c in range(len(CLASSES))], axis=1)
+    else:
+        sums = np.zeros((n, len(CLASSES)))
+        if sections.assumed is not None:  # None: nothing assumed
+            flat = inv * len(CLASSES) + np.asarray(sections.assumed_cls, dtype=np.int64)
+            sums = np.bincount(flat, np.asarray(sections.assumed, dtype=np.float64)
+                               * (length / 1e9), n * len(CLASSES)).reshape(n, len(CLASSES))
     return {k: {c: round(float(v), 6) for c, v in zip(CLASSES, row)}
-            for k, row in zip(uniq.tolist(), sums)}
+            for k, row in zip(uniq, sums)}
+
+
+def _codes(keys: Any) -> tuple:
+    """(the distinct keys, sorted, as a list; each key's index in it): integer keys as
+    integers, any other as its text (keys of equal text are one)."""
+    keys = keys if isinstance(keys, np.ndarray) else np.asarray(keys, dtype=object)
+    if keys.dtype.kind in "iu":
+        if len(keys) and 0 <= keys.min() and keys.max() < 4 * len(keys):  # dense: no sort
+            present = np.bincount(keys) > 0
+            rank = np.cumsum(present) - 1
+            return np.flatnonzero(present).tolist(), rank[keys]
+        uniq, inv = np.unique(keys, return_inverse=True)
+        return uniq.tolist(), inv
+    import pandas as pd
+
+    codes, uniq = pd.factorize(keys, use_na_sentinel=False)  # hashing, not sorting, 2M keys
+    names = [str(u) for u in uniq]
+    distinct = sorted(set(names))
+    place = {n: k for k, n in enumerate(distinct)}
+    return distinct, np.asarray([place[n] for n in names], dtype=np.int64)[codes]
 
 
 def basis_words(summary: Any) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import metric_names as mn
 from ..analyzers.evidence import BASES, CLASSES
-from ..analyzers.verdict import breakdown
+from ..analyzers.verdict import breakdown, task_arrays
 
 # task durations: 10 ms .. 30 min
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -136,26 +136,38 @@ def analysis_metrics(analysis: Any) -> list:
                       "agentscope_critical_path_seconds whose class rests on a stage label or "
                       "an assumption, not on measurement, by service, lane and task name",
                       labels=["class", "service", "lane", "task"])
-    groups: dict = {}
-    seconds: dict = {}
-    assumed_s: dict = {}
-    orch_s: dict = {}
-    for t, (service, lane) in zip(tasks, where):
-        key = (t.bottleneck, service, lane, names.get(t.name, OTHER))
-        groups.setdefault(key, []).append(t.duration_ns / 1e9)
-        for c in CLASSES:
-            k = (c,) + key[1:]
-            seconds[k] = seconds.get(k, 0.0) + t.shares.get(c, 0.0) * t.duration_ns / 1e9
-            assumed_s[k] = assumed_s.get(k, 0.0) + t.assumed.get(c, 0.0) * t.duration_ns / 1e9
-        orch_s[service, lane] = orch_s.get((service, lane), 0.0) + t.orchestration_ns / 1e9
-    for key, values in sorted(groups.items()):
+    # each task's group: (bottleneck, service, lane, task name) and (service, lane), as codes;
+    # sums by bincount add in task order, as a loop over the tasks would
+    keys = [(t.bottleneck, service, lane, names.get(t.name, OTHER))
+            for t, (service, lane) in zip(tasks, where)]
+    group_of: dict = {}
+    group = np.fromiter((group_of.setdefault(k, len(group_of)) for k in keys), dtype=np.int64,
+                        count=len(keys))
+    groups = list(group_of)
+    cols = task_arrays(tasks)
+    seconds_each = cols.duration / 1e9
+    order = np.argsort(group, kind="stable")  # each group's tasks together, in task order
+    each = np.split(seconds_each[order], np.cumsum(np.bincount(group, minlength=len(groups)))[:-1])
+    for key, values in sorted(zip(groups, each)):
         count.add_metric(list(key), len(values))
-        duration.add_metric(list(key), _buckets(values), sum(values))
-    for key, v in sorted(seconds.items()):
-        path.add_metric(list(key), v)
-    for key, v in sorted(assumed_s.items()):
-        guessed.add_metric(list(key), v)
-    for key, v in sorted(orch_s.items()):
+        duration.add_metric(list(key), _buckets(values), float(np.cumsum(values)[-1]))
+    # the critical-path seconds per class: by (service, lane, task name), without bottleneck
+    place_of: dict = {}
+    place = np.asarray([place_of.setdefault(k[1:], len(place_of)) for k in groups],
+                       dtype=np.int64)[group] if len(groups) else group
+    places = list(place_of)
+    for series, matrix in ((path, cols.shares), (guessed, cols.assumed)):
+        sums = {(c,) + p: v for c_no, c in enumerate(CLASSES) for p, v in zip(places, np.bincount(
+            place, matrix[:, c_no] * cols.duration / 1e9, len(places)).tolist())}
+        for key, v in sorted(sums.items()):
+            series.add_metric(list(key), v)
+    orch_of: dict = {}
+    orch_group = np.fromiter((orch_of.setdefault(w, len(orch_of)) for w in where),
+                             dtype=np.int64, count=len(where))
+    orchestration = np.fromiter((t.orchestration_ns for t in tasks), dtype=np.int64,
+                                count=len(tasks))
+    for key, v in sorted(zip(orch_of, np.bincount(orch_group, orchestration / 1e9,
+                                                   len(orch_of)).tolist())):
         orch.add_metric(list(key), v)
     stage = Counter("agentscope_critical_path_stage_seconds", "Critical-path seconds per "
                     "resource class, by the stage of the span that held the path, and by "
@@ -164,8 +176,7 @@ def analysis_metrics(analysis: Any) -> list:
                        "what their class rests on (measured evidence, a stage label, or "
                        "nothing: untraced), by service and lane",
                        labels=["basis", "service", "lane"])
-    by_stage, by_basis = _section_seconds(analysis.sections, analysis.section_labels("stage"),
-                                          where)
+    by_stage, by_basis = _section_seconds(analysis.sections, analysis.stage_codes(), where)
     for (st, service, lane), row in sorted(by_stage.items()):
         for c in CLASSES:
             stage.add_metric([c, st, service, lane], row.get(c, 0.0))
@@ -216,21 +227,18 @@ def _commonest(values: list, limit: int) -> dict:
     return {n: n for n in kept}
 
 
-def _section_seconds(sections: Any, stage_labels: list, where: list) -> tuple:
+def _section_seconds(sections: Any, stage_codes: tuple, where: list) -> tuple:
     """Critical-path seconds of the sections, summed by (stage, service, lane) per class
     ({key: {class: seconds}}, as :func:`~agentscope.analyzers.verdict.breakdown`), and by
-    (basis, service, lane) ({key: seconds}); ``stage_labels``: each section's stage as
-    ``Analysis.section_labels("stage")`` names it; ``where``: each task's (service, lane)."""
+    (basis, service, lane) ({key: seconds}); ``stage_codes``: each section's stage as
+    ``Analysis.stage_codes()`` gives it; ``where``: each task's (service, lane)."""
     if not len(sections) or not where:
         return {}, {}
     groups = sorted(set(where))
     group_of = {g: k for k, g in enumerate(groups)}
     group = np.asarray([group_of[w] for w in where], dtype=np.int64)[
         np.asarray(sections.task, dtype=np.int64)]
-    codes: dict = {}  # each stage label as a code
-    stage = np.fromiter((codes.setdefault(label, len(codes)) for label in stage_labels),
-                        dtype=np.int64, count=len(sections))
-    stages = list(codes)
+    stage, stages = stage_codes
     by_stage = {}
     for k, row in breakdown(sections, stage * len(groups) + group).items():
         st, g = divmod(int(k), len(groups))
@@ -244,12 +252,11 @@ def _section_seconds(sections: Any, stage_labels: list, where: list) -> tuple:
     return by_stage, by_basis
 
 
-def _buckets(values: list) -> list:
-    out = []
-    for b in DURATION_BUCKETS:
-        out.append((_le(b), sum(1 for v in values if v <= b)))
-    out.append(("+Inf", len(values)))
-    return out
+def _buckets(values: Any) -> list:
+    """The cumulative histogram buckets of ``values`` (an array of seconds)."""
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    counts = np.searchsorted(ordered, DURATION_BUCKETS, side="right").tolist()
+    return [(_le(b), n) for b, n in zip(DURATION_BUCKETS, counts)] + [("+Inf", len(values))]
 
 
 def _le(b: float) -> str:
