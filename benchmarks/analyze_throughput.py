@@ -21,6 +21,9 @@ files and a slice as OTLP/JSON lines, then measures, in one run:
                         before this process holds any memory): wall time and peak RSS, on our
                         span files and on the OTLP/JSON lines file; with --baseline, the same
                         rows for an earlier source tree, interleaved in the same run
+                        "again": the same command a second time over the store the first
+                        made (not timed), with nothing new, or after 1 % more tasks were
+                        written (what a user re-running it pays)
   scale                 with --scale 5,20: generated span files of 5M and 20M spans, analysed
                         by the CLI (table and json), wall time and peak RSS (and the baseline's
                         up to --scale-baseline-max millions)
@@ -76,21 +79,33 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def measure_cli(source: Path, fmt: str, work: Path, tree: Path = REPO,
-                extra: tuple = ()) -> tuple:
+                extra: tuple = (), again: str = "") -> tuple:
     """`agentscope analyze SOURCE --format FMT > file` of the source tree ``tree`` in a child
     process (a fresh store, a working directory outside the tree): (wall seconds, its peak
-    RSS in MB, bytes written)."""
+    RSS in MB, bytes written). ``again``: "unchanged": the second run over the same store
+    (the first not timed); "appended:N": the second run after N more tasks were written to
+    SOURCE/appended/ (removed after)."""
     db, out = work / "cli.duckdb", work / "cli.out"
     for p in (db, Path(str(db) + ".wal")):
         p.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=str(tree))
-    with open(out, "wb") as f:
-        # started by a small launcher, not by this process: a child's peak RSS (ru_maxrss)
-        # starts at its parent's RSS when forked (the kernel keeps it across exec)
-        proc = subprocess.run([sys.executable, "-c", _LAUNCHER, sys.executable, "-m",
-                               "agentscope.cli", "analyze", str(source), "--db", str(db),
-                               "--format", fmt, *extra], stdout=f, stderr=subprocess.PIPE,
-                              cwd=work, env=env)
+    command = [sys.executable, "-m", "agentscope.cli", "analyze", str(source), "--db", str(db),
+               "--format", fmt, *extra]
+    added = source / "appended"
+    if again:
+        subprocess.run(command, stdout=subprocess.DEVNULL, cwd=work, env=env, check=True)
+        if again.startswith("appended:"):
+            from gen_traces import write_spanfiles
+
+            write_spanfiles(added, int(again.split(":")[1]), spans_per_task=104, seed=4242)
+    try:
+        with open(out, "wb") as f:
+            # started by a small launcher, not by this process: a child's peak RSS (ru_maxrss)
+            # starts at its parent's RSS when forked (the kernel keeps it across exec)
+            proc = subprocess.run([sys.executable, "-c", _LAUNCHER, *command], stdout=f,
+                                  stderr=subprocess.PIPE, cwd=work, env=env)
+    finally:
+        shutil.rmtree(added, ignore_errors=True)
     err = proc.stderr.decode(errors="replace")
     assert proc.returncode == 0, err[-2000:]
     wall, rss = (float(x) for x in err.strip().splitlines()[-1].split())
@@ -98,6 +113,7 @@ def measure_cli(source: Path, fmt: str, work: Path, tree: Path = REPO,
     out.unlink()
     db.unlink(missing_ok=True)
     return wall, rss, size
+
 
 
 # runs its arguments as a child (stdout and stderr passed through); its last stderr line: the
@@ -120,11 +136,11 @@ def cli_rows(args, rows: list, work: Path) -> list:
                                      else [])
     got: dict = {}
     for _ in range(args.cli_runs):
-        for label, source, fmt, extra in rows:
+        for label, source, fmt, extra, *again in rows:
             for name, tree in trees:
                 if extra and name == "baseline":  # (an option the baseline may not have)
                     continue
-                wall, rss, size = measure_cli(source, fmt, work, tree, extra)
+                wall, rss, size = measure_cli(source, fmt, work, tree, extra, *again)
                 entry = got.setdefault((label, name), ([], [], size))
                 entry[0].append(wall)
                 entry[1].append(rss)
@@ -222,7 +238,13 @@ def run(args, work: Path) -> int:
         (f"OTLP/JSON lines ({n_otlp} spans), table", otlp_dir, "table", ()),
         (f"OTLP/JSON lines ({n_otlp} spans), json", otlp_dir, "json", ()),
         (f"OTLP/JSON lines ({n_otlp} spans), json --detail tasks", otlp_dir, "json",
-         ("--detail", "tasks"))], work)
+         ("--detail", "tasks")),
+        ("span files, again, nothing new, table", spans_dir, "table", (), "unchanged"),
+        ("span files, again, nothing new, json", spans_dir, "json", (), "unchanged"),
+        ("span files, again, 1% more tasks, table", spans_dir, "table", (),
+         f"appended:{max(args.tasks // 100, 1)}"),
+        ("span files, again, 1% more tasks, json", spans_dir, "json", (),
+         f"appended:{max(args.tasks // 100, 1)}")], work)
 
     store = Store(work / "bench.duckdb")
     t0 = time.perf_counter()

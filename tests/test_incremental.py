@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 import pytest
 
 import agentscope
@@ -30,16 +32,23 @@ def _document(analysis):
 def _check(directory, db, previous, monkeypatch):
     """The analysis with ``previous`` equals a fresh one; returns it and the traces it
     re-analysed (None: all)."""
-    redone = []
-    real = engine.merged
+    redone, analysed = [], []
+    real, real_analyze = engine.merged, engine.analyze
 
     def spy(before, fresh, traces):
         redone.append(list(traces))
         return real(before, fresh, traces)
 
+    def analyze_spy(*args, **kwargs):
+        analysed.append(1)
+        return real_analyze(*args, **kwargs)
+
     monkeypatch.setattr(engine, "merged", spy)
+    monkeypatch.setattr(engine, "analyze", analyze_spy)
     again = agentscope.analyze(directory, db=db, previous=previous)
     monkeypatch.undo()
+    if not redone and not analysed:  # nothing new: the analysis before is the answer
+        redone.append([])
     fresh = agentscope.analyze(directory, db=":memory:")
     a, b = _document(again), _document(fresh)
     if a != b:  # name the first difference
@@ -74,8 +83,10 @@ def _span(trace, span, parent, start, length, rng, name="late"):
                       rng.randint(0, length), 0, 0, 1, 0, 0, 0, 0, {})
 
 
-@pytest.mark.parametrize("seed", [3, 4])
-def test_incremental_analysis_equals_a_fresh_one(tmp_path, monkeypatch, seed):
+@pytest.mark.parametrize("seed,restored", [(3, False), (4, False), (5, True)])
+def test_incremental_analysis_equals_a_fresh_one(tmp_path, monkeypatch, seed, restored):
+    """``restored``: each analysis builds on the one the store saved (a new process, as
+    `agentscope analyze` is), not on one in memory (serve)."""
     rng = random.Random(seed)
     traces, db, first = _analysed(tmp_path, seed)
     n_tasks = first.summary.tasks
@@ -111,13 +122,14 @@ def test_incremental_analysis_equals_a_fresh_one(tmp_path, monkeypatch, seed):
                                                        (CORES, 2.0), (PSI_MEMORY, 0.2))]
             (traces / samplefile.file_name("h", 9, 2)).write_text(
                 "".join(samplefile.encode(s) for s in samples))
-        again, redone = _check(traces, db, previous, monkeypatch)
+        again, redone = _check(traces, db, None if restored else previous, monkeypatch)
         assert redone is not None and 0 < len(redone) < n_tasks
         previous = again
     assert previous.summary.tasks == n_tasks + 12
     # only the first analysis still holds its spans' figures for its words: each refresh's
-    # are put in words at once (or serve's memory would grow with every refresh)
-    assert len(_unsettled(previous.sections.evidence)) == 1
+    # are put in words at once (or serve's memory would grow with every refresh); one
+    # restored from the store holds none
+    assert len(_unsettled(previous.sections.evidence)) == (0 if restored else 1)
 
 
 def _unsettled(evidence, found=None):
@@ -130,7 +142,7 @@ def _unsettled(evidence, found=None):
             _unsettled(part, found)
     elif isinstance(evidence, SlicedEvidence):
         _unsettled(evidence._evidence, found)
-    elif evidence._classified is not None:
+    elif getattr(evidence, "_classified", None) is not None:  # (StoredEvidence: none)
         found[id(evidence)] = evidence
     return found
 
@@ -228,3 +240,70 @@ def test_a_rewritten_file_is_seen_after_a_checkpoint_renumbers_rows(tmp_path, mo
     assert {t.trace_id[:2] for t in again.task_results} == {"02"}
     _, redone = _check(traces, db, first, monkeypatch)
     assert redone is None
+
+
+def test_an_unchanged_store_gives_its_saved_analysis_back(tmp_path, monkeypatch):
+    """A second analysis of an unchanged directory (a new process: no previous) analyses
+    nothing: the saved analysis is restored, and equals a fresh one, evidence in words
+    included (made again from the store a window of traces at a time)."""
+    from agentscope.analysis import stored
+
+    traces, db, first = _analysed(tmp_path, 11)
+    monkeypatch.setattr(stored, "WINDOW_SPANS", 40)  # several windows, read in and out of order
+    again, redone = _check(traces, db, None, monkeypatch)
+    assert redone == []
+    assert isinstance(again.sections.evidence, stored.StoredEvidence)
+    fresh = agentscope.analyze(traces, db=":memory:")
+    k = np.arange(len(fresh.sections))[::-7]
+    assert again.sections.evidence.texts_at(k) == fresh.sections.evidence.texts_at(k)
+    assert again.warnings == first.warnings
+
+
+def test_words_of_a_restored_analysis_refuse_a_store_changed_under_them(tmp_path):
+    """The words of a restored analysis are made from the store when read: once the store
+    has moved on over those traces, they are refused (StoreError), not made from the new
+    spans; traces nothing touched are still read."""
+    from agentscope.errors import StoreError
+
+    traces, db, _ = _analysed(tmp_path, 12)
+    restored = agentscope.analyze(traces, db=db)
+    task = restored.task_results[0]
+    rng = random.Random(12)
+    with open(traces / "spans-late.jsonl", "w") as f:
+        f.write(spanfile.encode(_span(task.trace_id, "7" * 16, task.root_span_id,
+                                      task.start_ns, 10, rng)))
+    agentscope.analyze(traces, db=db)  # another process loads it
+    last = restored.task_results[-1]
+    assert [s.evidence for s in last.segments]  # untouched: still read
+    with pytest.raises(StoreError, match="changed since this analysis"):
+        list(task.segments)
+
+
+def test_the_table_of_a_restored_analysis_analyses_nothing(tmp_path, monkeypatch):
+    """The table prints no section's words (a task's own evidence is stored with it): a
+    restored analysis prints it without analysing any trace again, and prints what a fresh
+    analysis prints."""
+    import io
+
+    from rich.console import Console
+
+    from agentscope.exporters import table
+
+    traces, db, _ = _analysed(tmp_path, 13)
+    restored = agentscope.analyze(traces, db=db)
+    made = []
+    real = engine.analyze
+
+    def spy(inp, *args, **kwargs):
+        fleet = real(inp, *args, **kwargs)
+        made.append(len(fleet.tasks))
+        return fleet
+
+    monkeypatch.setattr(engine, "analyze", spy)
+    out = io.StringIO()
+    table.render(restored, Console(file=out, width=120))
+    monkeypatch.undo()
+    fresh = io.StringIO()
+    table.render(agentscope.analyze(traces, db=":memory:"), Console(file=fresh, width=120))
+    assert out.getvalue().replace("unchanged", "") == fresh.getvalue().replace("unchanged", "")
+    assert made == []

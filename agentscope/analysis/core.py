@@ -23,6 +23,7 @@ from ..store.duckdb_store import Store
 from ..store.loading import LoadReport
 from ..store.user_sql import UserSQL, check_statement
 from ..store.schema import DEFAULT_DB, MEMORY
+from .stored import drop_stored, fleet_state, saved_fleet
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -173,14 +174,21 @@ def _analyse(store: Store, load: LoadReport, source: str,
     lags = store.loop_lags() if series is not None else None
     separate = trees is None and not store.coupled_traces()
     marks = store.marks()
-    touched = fresh = None
+    touched = fresh = before = None
     if (previous is not None and separate and previous._marks is not None
             and store.path is not None and previous._store.path == store.path
             and store.saved_marks() == previous._marks):
         touched = store.touched_traces(previous._marks, METRICS, MAX_HOLD_NS)
+        if touched is not None:
+            before = Fleet(previous.task_results, previous.sections, previous.summary,
+                           previous._fleet_warnings)
+    elif previous is None and separate and store.path is not None:
+        before, touched = _saved(store, counted)
     with gc_paused():
-        if touched is not None:  # only the traces touched since the previous analysis
-            before = Fleet(previous.task_results, previous.sections, previous.summary)
+        if touched is not None and not touched and store.saved_analysis() is not None:
+            fleet = before  # nothing new: the analysis saved is the answer (not saved again)
+        elif touched is not None:  # only the traces touched since the previous analysis
+            drop_stored(before.sections.evidence, touched)
             if touched:
                 fresh = engine.analyze(store.analysis_input(with_counters=counted,
                                                             traces=touched),
@@ -197,12 +205,14 @@ def _analyse(store: Store, load: LoadReport, source: str,
         guessed = guess_warning(fleet.summary)
         if guessed:
             own.append(guessed)
-        if fresh is not None:  # (only the rows of the traces analysed again)
+        if fleet is before:
+            pass
+        elif fresh is not None:  # (only the rows of the traces analysed again)
             store.save_analysis(_task_columns(fresh), _section_columns(fresh), own, touched,
-                                marks)
+                                marks, fleet_state(fleet))
         else:
             store.save_analysis(_task_columns(fleet), _section_columns(fleet), own,
-                                marks=marks)
+                                marks=marks, fleet=fleet_state(fleet))
     gpu = gpu_summary(store.gpu_idle()) if series is not None else None
     problems = tuple(store.problems())
     summary = dataclasses.replace(
@@ -211,7 +221,18 @@ def _analyse(store: Store, load: LoadReport, source: str,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
     warnings = list(notes) + own + _load_warnings(store, load, source, len(fleet.tasks))
     return Analysis(source, fleet.tasks, fleet.sections, summary, problems, load,
-                    tuple(warnings), _StoreRef(store), marks)
+                    tuple(warnings), _StoreRef(store), marks, fleet.warnings)
+
+
+def _saved(store: Store, counted: bool) -> tuple:
+    """(the analysis the store saved, restored; the traces touched since it was made), or
+    (None, None) when there is none to build on."""
+    marks = store.saved_marks()
+    touched = None if marks is None else store.touched_traces(marks, METRICS, MAX_HOLD_NS)
+    saved = None if touched is None else saved_fleet(store, _StoreRef(store), counted)
+    if saved is None or saved[1] != marks:
+        return None, None
+    return saved[0], touched
 
 
 def _fleet(store: Store, counted: bool, series: Any, lags: Any, trees: Any,
@@ -318,6 +339,8 @@ class Analysis:
     _store: _StoreRef = dataclasses.field(repr=False)
     # where the store stood when this was made (Store.marks): what analyze(previous=) reads
     _marks: Optional[tuple] = dataclasses.field(default=None, repr=False)
+    # the engine's own warnings (a part of warnings), for analyze(previous=)
+    _fleet_warnings: tuple = dataclasses.field(default=(), repr=False)
 
     def __repr__(self) -> str:
         return (f"<Analysis of {self.source!r}: {self.summary.tasks} tasks, "
@@ -567,6 +590,12 @@ def _task_columns(fleet: Fleet) -> dict:
     cols["orchestration_ns"] = [t.orchestration_ns for t in tasks]
     cols["spans"] = [t.spans for t in tasks]
     cols["evidence"] = [json.dumps(t.evidence) for t in tasks]
+    for name in ("duplicates", "off_path", "orphans", "root_span_id"):
+        cols[name] = [getattr(t, name) for t in tasks]
+    for c in CLASSES:
+        cols[f"assumed_{c}"] = [t.assumed.get(c, 0.0) for t in tasks]
+    for name in ("timeout_ns", "retry_ns", "orphan_roots"):
+        cols[name] = [getattr(t, name) for t in tasks]
     return cols
 
 
@@ -583,6 +612,10 @@ def _section_columns(fleet: Fleet) -> dict:
            "basis": np.asarray(BASES, dtype=object)[sec.basis]}
     for k, c in enumerate(CLASSES):
         out[f"share_{c}"] = np.ascontiguousarray(sec.shares[:, k])
+    n = len(sec)
+    out["assumed"] = sec.assumed if sec.assumed is not None else np.zeros(n)
+    out["assumed_cls"] = sec.assumed_cls if sec.assumed_cls is not None else \
+        np.zeros(n, dtype=np.int8)
     return out
 
 

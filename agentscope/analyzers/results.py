@@ -243,9 +243,10 @@ class Sections:
     def __len__(self) -> int:
         return len(self.task)
 
-    def segments(self, lo: int, hi: int) -> list:
-        """Sections ``lo`` .. ``hi`` - 1 as :class:`Segment` records."""
-        words = self.evidence.texts(lo, hi)
+    def segments(self, lo: int, hi: int, words: bool = True) -> list:
+        """Sections ``lo`` .. ``hi`` - 1 as :class:`Segment` records (without ``words``:
+        each with "" for its evidence, which is then not made)."""
+        words = self.evidence.texts(lo, hi) if words else [""] * (hi - lo)
         shares = self.shares[lo:hi]
         basis = self.basis[lo:hi].tolist() if self.basis is not None else [0] * (hi - lo)
         if self.assumed is not None:
@@ -264,6 +265,13 @@ class Sections:
                     part_cls)]
 
 
+def plain_segments(task: Any) -> Sequence:
+    """A task's segments for a reader that needs none of their evidence in words
+    (:meth:`LazySegments.plain`)."""
+    segments = task.segments
+    return segments.plain() if isinstance(segments, LazySegments) else segments
+
+
 class LazySegments(Sequence):
     """A task's segments, made from the analysis' sections on first use."""
 
@@ -276,6 +284,13 @@ class LazySegments(Sequence):
         if self._items is None:
             self._items = self._sections.segments(self._lo, self._hi)
         return self._items
+
+    def plain(self) -> list:
+        """The segments without their evidence in words (each ""), for a reader that needs
+        none of it: the words are not made (they cost more than the rest)."""
+        if self._items is not None:
+            return self._items
+        return self._sections.segments(self._lo, self._hi, words=False)
 
     def __getitem__(self, i):  # type: ignore[override]
         return self._list()[i]

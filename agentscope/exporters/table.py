@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analyzers.evidence import CLASSES
+from ..analyzers.results import plain_segments
 from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
                                  guess_warning, partial_words, section_assumed)
 from ..analysis import Analysis
@@ -225,7 +226,7 @@ def _longest(t: Any) -> tuple:
     """The span holding most of the path, its share and class, e.g. 'web-search 44% io'
     ('plan 60% gpu*' where its class rests on an assumption), and whether it was marked."""
     held: dict = {}
-    for s in t.segments:
+    for s in plain_segments(t):
         entry = held.setdefault(s.span_id, [0, s])
         entry[0] += s.end_ns - s.start_ns
     if not held or not t.duration_ns:

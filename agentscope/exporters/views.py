@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
+from ..analyzers.results import plain_segments
 from ..analyzers.verdict import ASSUMED_MARK, section_assumed
 
 # What a name from a trace may not do where a person reads it. Names, attribute values, file
@@ -132,7 +133,7 @@ def path_rows(task: Any, max_rows: int = 12, min_share: float = 0.01,
     with whether its class rests mostly on a stage label or an assumption (not measurement)."""
     rows: list = []
     t0 = task.start_ns
-    for s in task.segments:
+    for s in plain_segments(task):
         guessed = section_assumed(s) if assumed else False
         key = (s.span_id, s.cls, guessed)
         if rows and rows[-1][0] == key and rows[-1][5] == s.start_ns:

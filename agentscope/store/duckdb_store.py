@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import duckdb
 
@@ -318,14 +318,15 @@ class Store:
 
     def save_analysis(self, task_columns: dict, section_columns: dict,
                       warnings: Iterable[str] = (), redone: Optional[list] = None,
-                      marks: Optional[tuple] = None) -> None:
+                      marks: Optional[tuple] = None, fleet: Optional[dict] = None) -> None:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
         Each argument maps the table's column names to equally long lists or arrays.
         ``warnings``: the analysis' own, kept for :meth:`saved_analysis`. The analysis is saved
         with the :meth:`loaded_state` it was made from. ``redone``: the trace ids an
         incremental analysis made again (the columns hold their results alone): only their
         rows are replaced. ``marks``: where the store stood (:meth:`marks`) when the analysis
-        was made (:meth:`saved_marks`)."""
+        was made (:meth:`saved_marks`). ``fleet``: what else restoring the analysis needs
+        (:meth:`saved_results`), as JSON-ready data."""
         self._changed()
         # first: a save cut short (a crash, a kill) leaves no analysis that claims to be current
         self._x("DROP TABLE IF EXISTS analysis_state")
@@ -352,9 +353,10 @@ class Store:
             finally:
                 self.con.unregister("incoming")
         self._x(_SAVED_STATE)
-        self._x("INSERT INTO analysis_state VALUES (?, ?, ?, current_timestamp, ?)",
+        self._x("INSERT INTO analysis_state VALUES (?, ?, ?, current_timestamp, ?, ?)",
                 [self.loaded_state(), json.dumps(list(warnings)), __version__,
-                 None if marks is None else json.dumps(list(marks))])
+                 None if marks is None else json.dumps(list(marks)),
+                 None if fleet is None else json.dumps(fleet)])
 
     def saved_marks(self) -> Optional[tuple]:
         """The :meth:`marks` the saved analysis was made at (None: none saved, or saved
@@ -367,6 +369,45 @@ class Store:
         if not row or row[0][0] is None or row[0][1] != __version__:
             return None
         return tuple(json.loads(row[0][0]))
+
+    def saved_results(self, classes: Sequence[str], bases: Sequence[str]) -> Optional[tuple]:
+        """The saved analysis as data: (the task_results columns, in trace-id order; the
+        cp_sections columns, with ``task``, each section's task's position there, and its
+        ``class`` and ``basis`` as positions in ``classes`` and ``bases``, in no order; what
+        :meth:`save_analysis` was given as ``fleet``; its :meth:`marks`). Columns are numpy
+        arrays (text: object arrays, NULL as None). None: no analysis saved by this version
+        of agentscope with its marks and fleet."""
+        import numpy as np
+
+        try:
+            row = self._x("SELECT marks, version, fleet FROM analysis_state")
+        except duckdb.Error:  # none saved, or by a version without these columns
+            return None
+        if not row or row[0][1] != __version__ or row[0][0] is None or row[0][2] is None:
+            return None
+
+        def columns(statement: str, params: Optional[dict] = None) -> dict:
+            out = {}
+            for name, a in self.con.execute(statement, params).fetchnumpy().items():
+                if np.ma.isMaskedArray(a):
+                    mask = np.ma.getmaskarray(a)
+                    a = np.ma.getdata(a)
+                    if mask.any():
+                        a = a.astype(object)
+                        a[mask] = None
+                out[name] = a
+            return out
+
+        tasks = columns("SELECT * FROM task_results ORDER BY trace_id")
+        # (sorted by the caller: DuckDB's sort of every column costs more than numpy's)
+        sections = columns(
+            "SELECT t.task, c.* EXCLUDE (trace_id) REPLACE ("
+            "list_position($classes, c.class) - 1 AS class, "
+            "list_position($bases, c.basis) - 1 AS basis) "
+            "FROM cp_sections AS c JOIN (SELECT trace_id, row_number() OVER (ORDER BY "
+            "trace_id) - 1 AS task FROM task_results) AS t USING (trace_id)",
+            {"classes": list(classes), "bases": list(bases)})
+        return tasks, sections, json.loads(row[0][2]), tuple(json.loads(row[0][0]))
 
     def loaded_state(self) -> str:
         """A fingerprint of what the store holds: every loaded file's row (how far it was read,
@@ -533,7 +574,8 @@ _SAVED_STATE = """
         warnings     VARCHAR,  -- JSON list: the analysis' own warnings
         version      VARCHAR,  -- agentscope's, which made it
         saved_at     TIMESTAMP,
-        marks        VARCHAR   -- JSON list: Store.marks() when it was made
+        marks        VARCHAR,  -- JSON list: Store.marks() when it was made
+        fleet        VARCHAR   -- JSON: the fleet's summary and warnings (Store.saved_results)
     )"""
 # every column of every loaded file's row (how far it was read, what it gave, when: whatever
 # store/loading.py keeps there), and the rows in all

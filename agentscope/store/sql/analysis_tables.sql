@@ -20,7 +20,21 @@ CREATE OR REPLACE TABLE task_results (
     share_untraced  DOUBLE,
     orchestration_ns BIGINT,
     spans           INTEGER,
-    evidence        JSON
+    evidence        JSON,
+    -- the rest of each task's result, for the analysis restored from the store (Store.saved_results)
+    duplicates      BIGINT,
+    off_path        BIGINT,
+    orphans         BIGINT,
+    root_span_id    VARCHAR,
+    assumed_gpu     DOUBLE,
+    assumed_cpu     DOUBLE,
+    assumed_memory  DOUBLE,
+    assumed_io      DOUBLE,
+    assumed_queue   DOUBLE,
+    assumed_untraced DOUBLE,
+    timeout_ns      BIGINT,
+    retry_ns        BIGINT,
+    orphan_roots    BIGINT
 );
 CREATE OR REPLACE TABLE cp_sections (
     trace_id    VARCHAR,
@@ -38,7 +52,9 @@ CREATE OR REPLACE TABLE cp_sections (
     share_memory DOUBLE,
     share_io    DOUBLE,
     share_queue DOUBLE,
-    share_untraced DOUBLE
+    share_untraced DOUBLE,
+    assumed     DOUBLE,   -- the part of the section whose class rests on a label or assumption
+    assumed_cls TINYINT   -- ... and that class, a position in CLASSES
 );
 CREATE OR REPLACE VIEW tasks AS
     SELECT trace_id, name, lane, service, make_timestamp(start_ns // 1000) AS start,

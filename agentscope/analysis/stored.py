@@ -1,0 +1,234 @@
+"""The analysis a store saved, restored without analysing again (:func:`saved_fleet`), and
+its sections' evidence in words (:class:`StoredEvidence`), made again on first reading from
+the traces it is about.
+
+``analyze()`` restores the saved analysis when the store's saved one was made by this version
+of agentscope, and builds on it: nothing loaded since, and it is the answer; spans or samples
+added, and only the traces they touched are analysed again (``analyze(previous=)``). The
+evidence of each section is not stored (it is the costliest part of an analysis, and most
+outputs read a few sections' of it): a trace's analysis reads no other trace's spans, so the
+words of a batch of traces are made again by analysing those traces alone, with the same
+counters; the same words as the analysis that was saved.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from ..analyzers import engine
+from ..analyzers.counters import MAX_HOLD_NS, METRICS
+from ..analyzers.evidence import BASES, CLASSES
+from ..analyzers.results import (Fleet, LazySegments, ReadOnlyDict, Sections, Summary,
+                                 TaskResult)
+from ..errors import StoreError
+
+# the most spans analysed at a time when the words of stored sections are made again (a
+# window of whole tasks from the first one asked for: StoredEvidence._words_of)
+WINDOW_SPANS = 250_000
+
+# Summary fields an analysis fills in after the fleet's (not saved with it)
+_NOT_SAVED = ("gpu", "input_problems", "load")
+
+
+def fleet_state(fleet: Fleet) -> dict:
+    """What :func:`saved_fleet` needs besides the task_results and cp_sections rows: the
+    fleet's summary and warnings, as JSON-ready data."""
+    import dataclasses
+
+    from ..analyzers.results import thawed
+
+    summary = {f.name: thawed(getattr(fleet.summary, f.name))
+               for f in dataclasses.fields(Summary) if f.name not in _NOT_SAVED}
+    return {"summary": summary, "warnings": list(fleet.warnings)}
+
+
+def saved_fleet(store: Any, ref: Any, counted: bool) -> Optional[tuple]:
+    """(the analysis ``store`` saved, as a Fleet; the :meth:`~Store.marks` it was made at),
+    or None when there is none to restore (:meth:`~Store.saved_results`). Its sections'
+    evidence is made again from the store (``ref``: how to reach it later; ``counted``:
+    whether the analysis read counters) when first read."""
+    saved = store.saved_results(CLASSES, BASES)
+    if saved is None:
+        return None
+    cols, secs, state, marks = saved
+    n = len(cols["trace_id"])
+    task, seq = (np.asarray(secs[k], dtype=np.int64) for k in ("task", "seq"))
+    if len(task) > 1 and not ((task[1:] > task[:-1]) | ((task[1:] == task[:-1])
+                                                        & (seq[1:] > seq[:-1]))).all():
+        order = np.lexsort((seq, task))  # in task and section order
+        secs = {k: np.asarray(v)[order] for k, v in secs.items()}
+        task = task[order]
+    bounds = np.searchsorted(task, np.arange(n + 1)).tolist()
+    trace_ids = cols["trace_id"].tolist()
+    evidence = StoredEvidence(ref, marks, counted, trace_ids, cols["spans"].tolist(), bounds)
+    sections = Sections(
+        task, np.asarray(secs["seq"], dtype=np.int64), _objects(secs["span_id"]),
+        _objects(secs["name"]), _objects(secs["stage"]),
+        np.asarray(secs["start_ns"], dtype=np.int64), np.asarray(secs["end_ns"], dtype=np.int64),
+        np.asarray(secs["class"], dtype=np.int64),
+        np.asarray(secs["confidence"], dtype=np.float64),
+        np.stack([np.asarray(secs[f"share_{c}"], dtype=np.float64) for c in CLASSES], axis=1)
+        if len(task) else np.zeros((0, len(CLASSES))),
+        evidence, np.asarray(secs["basis"], dtype=np.int64),
+        np.asarray(secs["assumed"], dtype=np.float64),
+        np.asarray(secs["assumed_cls"], dtype=np.int8))
+    shares = np.stack([np.asarray(cols[f"share_{c}"], dtype=np.float64) for c in CLASSES],
+                      axis=1).tolist() if n else []
+    assumed = np.stack([np.asarray(cols[f"assumed_{c}"], dtype=np.float64) for c in CLASSES],
+                       axis=1).tolist() if n else []
+    lists = {k: np.asarray(v).tolist() for k, v in cols.items()}
+    import json
+
+    tasks = tuple(
+        TaskResult(trace_ids[t], lists["name"][t], lists["lane"][t], lists["service"][t],
+                   lists["start_ns"][t], lists["duration_ns"][t], lists["bottleneck"][t],
+                   lists["confidence"][t], ReadOnlyDict(zip(CLASSES, shares[t])),
+                   tuple(json.loads(lists["evidence"][t])),
+                   LazySegments(sections, bounds[t], bounds[t + 1]), lists["spans"][t],
+                   lists["orchestration_ns"][t], lists["duplicates"][t], lists["off_path"][t],
+                   lists["measured_share"][t], lists["orphans"][t], lists["root_span_id"][t],
+                   ReadOnlyDict(zip(CLASSES, assumed[t])), lists["timeout_ns"][t],
+                   lists["retry_ns"][t], lists["orphan_roots"][t])
+        for t in range(n))
+    summary = Summary(**state["summary"])
+    return Fleet(tasks, sections, summary, tuple(state["warnings"])), marks
+
+
+def _objects(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=object)
+
+
+class StoredEvidence:
+    """The words of the sections of an analysis restored from its store, made again a window
+    of whole tasks at a time by analysing their traces alone (the same words: a trace's
+    analysis reads no other trace's spans). If the store changed since, over those traces,
+    reading them raises StoreError."""
+
+    def __init__(self, ref: Any, marks: tuple, counted: bool, trace_ids: list,
+                 spans: list, bounds: list) -> None:
+        self._ref, self._marks, self._counted = ref, marks, counted
+        self._trace_ids, self._spans, self._bounds = trace_ids, spans, bounds
+        self._window: tuple = (0, 0, [])  # (first task, end task, words of their sections)
+        self._all: Optional[list] = None
+        self._dropped: set = set()  # traces analysed again since: their words are not read
+
+    def drop(self, traces: Any) -> None:
+        """The sections of these traces are no longer read from here (an analysis that
+        builds on this one analysed them again): a window leaves them out, and the store
+        may change over them."""
+        self._dropped.update(traces)
+        self._window = (0, 0, [])
+
+    def __len__(self) -> int:
+        return self._bounds[-1]
+
+    def texts(self, lo: int = 0, hi: Optional[int] = None) -> list:
+        hi = len(self) if hi is None else hi
+        if self._all is not None:
+            return self._all[lo:hi]
+        out: list = []
+        at = lo
+        while at < hi:
+            first, end, words = self._words_of(self._task_of(at))
+            base = self._bounds[first]
+            stop = min(hi, self._bounds[end])
+            out += words[at - base:stop - base]
+            at = stop
+        return out
+
+    def texts_at(self, sections: Any) -> list:
+        sections = np.asarray(sections, dtype=np.int64).tolist()
+        if self._all is not None:
+            return [self._all[k] for k in sections]
+        out: list = [None] * len(sections)
+        for j in sorted(range(len(sections)), key=sections.__getitem__):
+            k = sections[j]
+            first, _, words = self._words_of(self._task_of(k))
+            out[j] = words[k - self._bounds[first]]
+        return out
+
+    def all(self) -> list:
+        if self._all is None:
+            self._all = self.texts(0, len(self))
+        return self._all
+
+    def settle(self) -> None:
+        self.all()
+
+    def _task_of(self, section: int) -> int:
+        import bisect
+
+        return bisect.bisect_right(self._bounds, section) - 1
+
+    def _words_of(self, task: int) -> tuple:
+        """(first task, end task, words of their sections) of the window holding ``task``.
+        A window is one task, and four times the last one's tasks (up to WINDOW_SPANS
+        spans) where it follows it: a reader of a few tasks pays for those, one that reads
+        them all in order for a few large analyses."""
+        first, end, words = self._window
+        if first <= task < end:
+            return self._window
+        tasks = min(4 * (end - first), len(self._trace_ids)) if task == end > first else 1
+        end, spans = task, 0
+        while end < len(self._trace_ids) and (end == task or (
+                end - task < tasks and spans + self._spans[end] <= WINDOW_SPANS)):
+            spans += self._spans[end]
+            end += 1
+        kept = [k for k in range(task, end) if self._trace_ids[k] not in self._dropped]
+        if task not in kept[:1]:  # (asked for a trace analysed again since)
+            raise StoreError(self._changed(self._ref.path))
+        ids = [self._trace_ids[k] for k in kept]
+        # the traces from the first to the next one's: a range the store reads faster than
+        # a list of ids (traces analysed again since, in it, are analysed and left out)
+        upto = self._trace_ids[end] if end < len(self._trace_ids) else None
+        with self._ref.open() as store:
+            self._check(store, ids)
+            series = store.counter_series(METRICS)
+            lags = store.loop_lags() if series is not None else None
+            fleet = engine.analyze(store.analysis_input(
+                with_counters=self._counted, traces=(self._trace_ids[task], upto)),
+                series, lags, None)
+        made = {t.trace_id: k for k, t in enumerate(fleet.tasks)}
+        at = np.searchsorted(np.asarray(fleet.sections.task, dtype=np.int64),
+                             np.arange(len(fleet.tasks) + 1)).tolist()
+        bounds = self._bounds
+        every = fleet.sections.evidence.all()
+        words: list = [None] * (bounds[end] - bounds[task])
+        for k, trace in zip(kept, ids):
+            j = made.get(trace)
+            if j is None or at[j + 1] - at[j] != bounds[k + 1] - bounds[k]:
+                raise StoreError(self._changed(self._ref.path))
+            words[bounds[k] - bounds[task]:bounds[k + 1] - bounds[task]] = \
+                every[at[j]:at[j + 1]]
+        self._window = (task, end, words)
+        return self._window
+
+    def _check(self, store: Any, ids: list) -> None:
+        """Raise StoreError where what the store holds now would give these traces other
+        words than when the analysis was made."""
+        if store.marks() == self._marks:
+            return
+        touched = store.touched_traces(self._marks, METRICS, MAX_HOLD_NS)
+        if touched is None or not (set(touched) - self._dropped).isdisjoint(ids):
+            raise StoreError(self._changed(store.path))
+
+    @staticmethod
+    def _changed(path: Any) -> str:
+        return (f"the store {path} changed since this analysis was made: the evidence in "
+                "words of its sections cannot be made again; analyse again")
+
+
+def drop_stored(evidence: Any, traces: Any) -> None:
+    """Tell every :class:`StoredEvidence` below ``evidence`` (joined or sliced) that these
+    traces were analysed again (:meth:`StoredEvidence.drop`)."""
+    from ..analyzers.results import JoinedEvidence, SlicedEvidence
+
+    if isinstance(evidence, StoredEvidence):
+        evidence.drop(traces)
+    elif isinstance(evidence, JoinedEvidence):
+        for part in evidence._parts:
+            drop_stored(part, traces)
+    elif isinstance(evidence, SlicedEvidence):
+        drop_stored(evidence._evidence, traces)
