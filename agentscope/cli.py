@@ -258,8 +258,12 @@ def _load_lines(trace_dir: str, analysis, seconds: float) -> list:
             f"{n} ({why})" for why, n in sorted(plain.items())))
     saved = getattr(analysis, "tasks_saved", None)  # open_store's StoredAnalysis
     if saved is None:
-        lines.append(f"{len(analysis.task_results)} tasks; loaded and analysed in "
-                     f"{seconds:.2f} s")
+        again = analysis.traces_analysed
+        how = "loaded and analysed" if again is None or again >= len(analysis.task_results) \
+            else (f"loaded, {again} traces analysed again (the rest as the store's saved "
+                  "analysis had them)" if again else "loaded; the store's saved analysis, "
+                  "nothing new")
+        lines.append(f"{len(analysis.task_results)} tasks; {how} in {seconds:.2f} s")
     else:
         how = "loaded and analysed" if analysis.analysed else "loaded; saved analysis read"
         lines.append(f"{saved} tasks; {how} in {seconds:.2f} s")

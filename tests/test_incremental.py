@@ -307,3 +307,22 @@ def test_the_table_of_a_restored_analysis_analyses_nothing(tmp_path, monkeypatch
     table.render(agentscope.analyze(traces, db=":memory:"), Console(file=fresh, width=120))
     assert out.getvalue().replace("unchanged", "") == fresh.getvalue().replace("unchanged", "")
     assert made == []
+
+
+def test_verbose_says_what_was_analysed_again(tmp_path):
+    """`analyze -v` says whether the analysis was whole, built on the saved one, or the saved
+    one as it was."""
+    from click.testing import CliRunner
+
+    from agentscope.cli import main
+
+    traces, db, first = _analysed(tmp_path, 14)
+    assert first.traces_analysed == first.summary.tasks
+    run = CliRunner().invoke(main, ["-v", "analyze", str(traces), "--db", str(db)])
+    assert run.exit_code == 0, run.output
+    assert "the store's saved analysis, nothing new" in run.output
+    rng = random.Random(14)
+    with open(traces / "spans-more.jsonl", "w") as f:
+        f.write(spanfile.encode(_span("f" * 32, "e" * 16, None, T0, 10 ** 9, rng)))
+    again = agentscope.analyze(traces, db=db)
+    assert again.traces_analysed == 1

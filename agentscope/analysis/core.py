@@ -53,7 +53,12 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     file): only the traces that what was loaded since touched (new spans, or new counter
     samples over their time) are analysed again, and merged into it; the same results as a
     fresh analysis (where no trace's analysis reads another's spans; otherwise, or when
-    the store changed otherwise, all are analysed). ``agentscope serve`` does this.
+    the store changed otherwise, all are analysed). ``agentscope serve`` does this. Without
+    ``previous``, the analysis the store saved last is built on the same way (when this
+    version of agentscope made it): with nothing loaded since, it is returned as it was,
+    and its sections' evidence in words is made again from the store when first read
+    (docs/analysis.md). :attr:`Analysis.traces_analysed` says how many traces this call
+    analysed.
 
     Raises FileNotFoundError if ``source`` does not exist, StoreError if the store cannot be
     opened (StoreLockedError: another process still held it after a wait of a few seconds,
@@ -220,8 +225,9 @@ def _analyse(store: Store, load: LoadReport, source: str,
         load={"files_loaded": load.files_loaded, "files_unchanged": load.files_unchanged,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
     warnings = list(notes) + own + _load_warnings(store, load, source, len(fleet.tasks))
+    analysed = len(fleet.tasks) if touched is None else len(touched)
     return Analysis(source, fleet.tasks, fleet.sections, summary, problems, load,
-                    tuple(warnings), _StoreRef(store), marks, fleet.warnings)
+                    tuple(warnings), _StoreRef(store), marks, fleet.warnings, analysed)
 
 
 def _saved(store: Store, counted: bool) -> tuple:
@@ -341,6 +347,9 @@ class Analysis:
     _marks: Optional[tuple] = dataclasses.field(default=None, repr=False)
     # the engine's own warnings (a part of warnings), for analyze(previous=)
     _fleet_warnings: tuple = dataclasses.field(default=(), repr=False)
+    # how many traces this analysis analysed (the rest were restored or kept from the
+    # analysis it built on: all of them for a whole analysis, 0 when nothing was new)
+    traces_analysed: Optional[int] = None
 
     def __repr__(self) -> str:
         return (f"<Analysis of {self.source!r}: {self.summary.tasks} tasks, "
