@@ -259,24 +259,82 @@ def test_an_unchanged_store_gives_its_saved_analysis_back(tmp_path, monkeypatch)
     assert again.warnings == first.warnings
 
 
+def _four_traces(tmp_path):
+    """(a directory of four traces a.., b.., c.., d.., 1000 s apart, and its store,
+    analysed once)."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    rng = random.Random(15)
+    records = []
+    for k, letter in enumerate("abcd"):
+        start = T0 + k * 1000 * 10 ** 9
+        root = f"{k + 1:016x}"
+        records.append(_span(letter * 32, root, None, start, 2 * 10 ** 9, rng, "task"))
+        for c in range(3):
+            records.append(_span(letter * 32, f"{k + 1:02x}{c + 1:014x}", root,
+                                 start + c * 6 * 10 ** 8, 5 * 10 ** 8, rng, f"step-{c}"))
+    (traces / "spans-x-1-1.jsonl").write_text("".join(spanfile.encode(r) for r in records))
+    db = tmp_path / "store.duckdb"
+    agentscope.analyze(traces, db=db)
+    return traces, db
+
+
+def _samples_over(traces, start_ns):
+    """Host counter samples over 2 s from ``start_ns``, in a new file (they touch the traces
+    within MAX_HOLD_NS of them, and change what their sections' words say)."""
+    samples = [SampleRecord(start_ns + k * 100_000_000 + 50_000_000, "h", None, "host", None,
+                            m, v)
+               for k in range(20) for m, v in ((PSI_CPU, 0.9), (RUN_QUEUE, 3.0), (CORES, 2.0),
+                                               (PSI_MEMORY, 0.2))]
+    (traces / samplefile.file_name("h", 9, 2)).write_text(
+        "".join(samplefile.encode(s) for s in samples))
+
+
 def test_words_of_a_restored_analysis_refuse_a_store_changed_under_them(tmp_path):
     """The words of a restored analysis are made from the store when read: once the store
-    has moved on over those traces, they are refused (StoreError), not made from the new
-    spans; traces nothing touched are still read."""
+    has moved on over a trace (here: counter samples over its time, which change its words
+    but not its sections), its words are refused (StoreError), not made from what the store
+    holds now; its neighbours, made in the same window, are still read (found by a
+    review)."""
     from agentscope.errors import StoreError
 
-    traces, db, _ = _analysed(tmp_path, 12)
+    traces, db = _four_traces(tmp_path)
     restored = agentscope.analyze(traces, db=db)
-    task = restored.task_results[0]
-    rng = random.Random(12)
-    with open(traces / "spans-late.jsonl", "w") as f:
-        f.write(spanfile.encode(_span(task.trace_id, "7" * 16, task.root_span_id,
-                                      task.start_ns, 10, rng)))
-    agentscope.analyze(traces, db=db)  # another process loads it
-    last = restored.task_results[-1]
-    assert [s.evidence for s in last.segments]  # untouched: still read
+    assert [t.trace_id[0] for t in restored.task_results] == list("abcd")
+    _samples_over(traces, T0 + 2000 * 10 ** 9)  # over c's time
+    agentscope.analyze(traces, db=db)  # another process loads them
+    a, b, c, d = restored.task_results
+    assert all(s.evidence for s in a.segments)  # a window of a alone
+    assert all(s.evidence for s in b.segments)  # then b, c and d: c is left out
     with pytest.raises(StoreError, match="changed since this analysis"):
-        list(task.segments)
+        list(c.segments)
+    assert all(s.evidence for s in d.segments)
+    fresh = agentscope.analyze(traces, db=":memory:")
+    assert [s.evidence for s in d.segments] == [s.evidence for s in fresh.task_results[3].segments]
+
+
+def test_an_analysis_built_on_keeps_refusing_what_it_gave_up(tmp_path):
+    """An analysis that a later one built on (``previous=``, what serve does) no longer reads
+    the words of the traces the later one analysed again: it refuses them (StoreError),
+    never returns None for them (found by a review)."""
+    from agentscope.errors import StoreError
+
+    traces, db = _four_traces(tmp_path)
+    restored = agentscope.analyze(traces, db=db)
+    _samples_over(traces, T0 + 2000 * 10 ** 9)  # over c's time
+    later = agentscope.analyze(traces, db=db, previous=restored)
+    assert later.traces_analysed == 1
+    a, b, c, d = restored.task_results
+    assert all(s.evidence for s in a.segments)  # a window of a alone
+    assert all(s.evidence for s in b.segments)  # then b, c and d: c is left out
+    with pytest.raises(StoreError, match="changed since this analysis"):
+        list(c.segments)
+    first_of_c = len(a.segments) + len(b.segments)
+    with pytest.raises(StoreError, match="changed since this analysis"):
+        restored.sections.evidence.texts_at([first_of_c])
+    with pytest.raises(StoreError, match="changed since this analysis"):
+        restored.to_dict()
+    assert later.to_dict()["tasks"][2]["critical_path"]  # the later one reads them all
 
 
 def test_the_table_of_a_restored_analysis_analyses_nothing(tmp_path, monkeypatch):

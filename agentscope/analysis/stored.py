@@ -113,12 +113,13 @@ class StoredEvidence:
         self._window: tuple = (0, 0, [])  # (first task, end task, words of their sections)
         self._all: Optional[list] = None
         self._dropped: set = set()  # traces analysed again since: their words are not read
+        self._known = set(trace_ids)
 
     def drop(self, traces: Any) -> None:
         """The sections of these traces are no longer read from here (an analysis that
         builds on this one analysed them again): a window leaves them out, and the store
-        may change over them."""
-        self._dropped.update(traces)
+        may change over them (reading them raises StoreError)."""
+        self._dropped.update(t for t in traces if t in self._known)
         self._window = (0, 0, [])
 
     def __len__(self) -> int:
@@ -134,7 +135,10 @@ class StoredEvidence:
             first, end, words = self._words_of(self._task_of(at))
             base = self._bounds[first]
             stop = min(hi, self._bounds[end])
-            out += words[at - base:stop - base]
+            got = words[at - base:stop - base]
+            if None in got:  # (a trace the window left out: touched since)
+                raise StoreError(self._changed(self._ref.path))
+            out += got
             at = stop
         return out
 
@@ -147,6 +151,8 @@ class StoredEvidence:
             k = sections[j]
             first, _, words = self._words_of(self._task_of(k))
             out[j] = words[k - self._bounds[first]]
+            if out[j] is None:  # (a trace the window left out: touched since)
+                raise StoreError(self._changed(self._ref.path))
         return out
 
     def all(self) -> list:
@@ -176,15 +182,18 @@ class StoredEvidence:
                 end - task < tasks and spans + self._spans[end] <= WINDOW_SPANS)):
             spans += self._spans[end]
             end += 1
-        kept = [k for k in range(task, end) if self._trace_ids[k] not in self._dropped]
-        if task not in kept[:1]:  # (asked for a trace analysed again since)
-            raise StoreError(self._changed(self._ref.path))
-        ids = [self._trace_ids[k] for k in kept]
-        # the traces from the first to the next one's: a range the store reads faster than
-        # a list of ids (traces analysed again since, in it, are analysed and left out)
         upto = self._trace_ids[end] if end < len(self._trace_ids) else None
         with self._ref.open() as store:
-            self._check(store, ids)
+            # the window's traces but those analysed again since and those the store
+            # changed over since (their words are refused when read); the rest are read
+            # however their neighbours changed
+            left_out = self._dropped | self._touched(store)
+            kept = [k for k in range(task, end) if self._trace_ids[k] not in left_out]
+            if task not in kept[:1]:  # (asked for one of those)
+                raise StoreError(self._changed(store.path))
+            ids = [self._trace_ids[k] for k in kept]
+            # the traces from the first to the next one's: a range the store reads faster
+            # than a list of ids (those left out, in it, are analysed and not used)
             series = store.counter_series(METRICS)
             lags = store.loop_lags() if series is not None else None
             fleet = engine.analyze(store.analysis_input(
@@ -205,14 +214,15 @@ class StoredEvidence:
         self._window = (task, end, words)
         return self._window
 
-    def _check(self, store: Any, ids: list) -> None:
-        """Raise StoreError where what the store holds now would give these traces other
-        words than when the analysis was made."""
+    def _touched(self, store: Any) -> set:
+        """The traces that what the store holds now would give other words than when the
+        analysis was made; StoreError where that cannot be told (rows taken out)."""
         if store.marks() == self._marks:
-            return
+            return set()
         touched = store.touched_traces(self._marks, METRICS, MAX_HOLD_NS)
-        if touched is None or not (set(touched) - self._dropped).isdisjoint(ids):
+        if touched is None:
             raise StoreError(self._changed(store.path))
+        return set(touched)
 
     @staticmethod
     def _changed(path: Any) -> str:
