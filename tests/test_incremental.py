@@ -384,3 +384,31 @@ def test_verbose_says_what_was_analysed_again(tmp_path):
         f.write(spanfile.encode(_span("f" * 32, "e" * 16, None, T0, 10 ** 9, rng)))
     again = agentscope.analyze(traces, db=db)
     assert again.traces_analysed == 1
+
+
+def test_the_report_of_a_restored_analysis_makes_its_timelines_words_at_once(tmp_path,
+                                                                              monkeypatch):
+    """The HTML report's timelines read the words of scattered tasks: a restored analysis
+    makes them in one analysis of those traces, not one each (100 timelines took longer
+    than a fresh analysis), and the report's data are a fresh analysis' (found measuring)."""
+    from agentscope.exporters import html_report
+
+    traces, db, _ = _analysed(tmp_path, 16)
+    restored = agentscope.analyze(traces, db=db)
+    made = []
+    real = engine.analyze
+
+    def spy(inp, *args, **kwargs):
+        fleet = real(inp, *args, **kwargs)
+        made.append(len(fleet.tasks))
+        return fleet
+
+    monkeypatch.setattr(engine, "analyze", spy)
+    got = html_report.write(tmp_path / "r.html", restored, timelines=12, source="t")
+    monkeypatch.undo()
+    want = html_report.write(tmp_path / "f.html", agentscope.analyze(traces, db=":memory:"),
+                             timelines=12, source="t")
+    assert len(got["timelines"]) == 12 and made == [12]
+    for data in (got, want):
+        data.pop("generated", None)
+    assert got == want

@@ -114,6 +114,7 @@ class StoredEvidence:
         self._all: Optional[list] = None
         self._dropped: set = set()  # traces analysed again since: their words are not read
         self._known = set(trace_ids)
+        self._prefetched: dict = {}  # task -> words (prefetch)
 
     def drop(self, traces: Any) -> None:
         """The sections of these traces are no longer read from here (an analysis that
@@ -121,6 +122,7 @@ class StoredEvidence:
         may change over them (reading them raises StoreError)."""
         self._dropped.update(t for t in traces if t in self._known)
         self._window = (0, 0, [])
+        self._prefetched = {}
 
     def __len__(self) -> int:
         return self._bounds[-1]
@@ -176,6 +178,8 @@ class StoredEvidence:
         first, end, words = self._window
         if first <= task < end:
             return self._window
+        if self._prefetched.get(task) is not None:
+            return task, task + 1, self._prefetched[task]
         tasks = min(4 * (end - first), len(self._trace_ids)) if task == end > first else 1
         end, spans = task, 0
         while end < len(self._trace_ids) and (end == task or (
@@ -183,36 +187,63 @@ class StoredEvidence:
             spans += self._spans[end]
             end += 1
         upto = self._trace_ids[end] if end < len(self._trace_ids) else None
+        # the traces from the first to the next one's: a range the store reads faster than
+        # a list of ids (those left out, in it, are analysed and not used)
+        made = self._make(list(range(task, end)), (self._trace_ids[task], upto))
+        if made[task] is None:  # (asked for a trace the store changed over since)
+            raise StoreError(self._changed(self._ref.path))
+        words = [w for k in range(task, end)
+                 for w in (made[k] or [None] * (self._bounds[k + 1] - self._bounds[k]))]
+        self._window = (task, end, words)
+        return self._window
+
+    def prefetch(self, ranges: Any) -> None:
+        """Make the words of the tasks of these section ranges ((lo, hi), ...) now, in a
+        few analyses of those traces alone rather than one each (a reader of many scattered
+        tasks: the HTML report's timelines), and keep them."""
+        tasks = sorted({k for lo, hi in ranges if hi > lo
+                        for k in range(self._task_of(lo), self._task_of(hi - 1) + 1)})
+        tasks = [k for k in tasks if self._prefetched.get(k) is None]
+        at = 0
+        while at < len(tasks):
+            end, spans = at, 0
+            while end < len(tasks) and (end == at or spans + self._spans[tasks[end]]
+                                        <= WINDOW_SPANS):
+                spans += self._spans[tasks[end]]
+                end += 1
+            batch = tasks[at:end]
+            self._prefetched.update(self._make(batch, [self._trace_ids[k] for k in batch]))
+            at = end
+
+    def _make(self, tasks: list, traces: Any) -> dict:
+        """{task: the words of its sections, or None (left out: analysed again since, or
+        the store changed over it)} for ``tasks``, from one analysis of ``traces`` (a range
+        or a list of trace ids that holds theirs)."""
         with self._ref.open() as store:
-            # the window's traces but those analysed again since and those the store
-            # changed over since (their words are refused when read); the rest are read
-            # however their neighbours changed
+            # those analysed again since and those the store changed over since are left
+            # out (their words are refused when read); the rest are read however their
+            # neighbours changed
             left_out = self._dropped | self._touched(store)
-            kept = [k for k in range(task, end) if self._trace_ids[k] not in left_out]
-            if task not in kept[:1]:  # (asked for one of those)
-                raise StoreError(self._changed(store.path))
-            ids = [self._trace_ids[k] for k in kept]
-            # the traces from the first to the next one's: a range the store reads faster
-            # than a list of ids (those left out, in it, are analysed and not used)
             series = store.counter_series(METRICS)
             lags = store.loop_lags() if series is not None else None
-            fleet = engine.analyze(store.analysis_input(
-                with_counters=self._counted, traces=(self._trace_ids[task], upto)),
-                series, lags, None)
+            fleet = engine.analyze(store.analysis_input(with_counters=self._counted,
+                                                        traces=traces), series, lags, None)
+            path = store.path
         made = {t.trace_id: k for k, t in enumerate(fleet.tasks)}
         at = np.searchsorted(np.asarray(fleet.sections.task, dtype=np.int64),
                              np.arange(len(fleet.tasks) + 1)).tolist()
-        bounds = self._bounds
         every = fleet.sections.evidence.all()
-        words: list = [None] * (bounds[end] - bounds[task])
-        for k, trace in zip(kept, ids):
+        out: dict = {}
+        for k in tasks:
+            trace = self._trace_ids[k]
+            if trace in left_out:
+                out[k] = None
+                continue
             j = made.get(trace)
-            if j is None or at[j + 1] - at[j] != bounds[k + 1] - bounds[k]:
-                raise StoreError(self._changed(self._ref.path))
-            words[bounds[k] - bounds[task]:bounds[k + 1] - bounds[task]] = \
-                every[at[j]:at[j + 1]]
-        self._window = (task, end, words)
-        return self._window
+            if j is None or at[j + 1] - at[j] != self._bounds[k + 1] - self._bounds[k]:
+                raise StoreError(self._changed(path))
+            out[k] = every[at[j]:at[j + 1]]
+        return out
 
     def _touched(self, store: Any) -> set:
         """The traces that what the store holds now would give other words than when the
@@ -228,6 +259,26 @@ class StoredEvidence:
     def _changed(path: Any) -> str:
         return (f"the store {path} changed since this analysis was made: the evidence in "
                 "words of its sections cannot be made again; analyse again")
+
+
+def prefetch_words(evidence: Any, ranges: Any) -> None:
+    """Where ``evidence`` (joined, sliced) holds :class:`StoredEvidence`, make the words of
+    the sections in ``ranges`` ((lo, hi) in its own numbering) now, in few analyses
+    (:meth:`StoredEvidence.prefetch`); elsewhere nothing (they are made on reading)."""
+    from ..analyzers.results import JoinedEvidence, SlicedEvidence
+
+    ranges = [(lo, hi) for lo, hi in ranges if hi > lo]
+    if isinstance(evidence, StoredEvidence):
+        evidence.prefetch(ranges)
+    elif isinstance(evidence, SlicedEvidence):
+        size = len(evidence)
+        prefetch_words(evidence._evidence, [(evidence._lo + max(lo, 0),
+                                             evidence._lo + min(hi, size)) for lo, hi in ranges])
+    elif isinstance(evidence, JoinedEvidence):
+        for part, a, b in zip(evidence._parts, evidence._starts, evidence._starts[1:]):
+            mine = [(max(lo, a) - a, min(hi, b) - a) for lo, hi in ranges if lo < b and hi > a]
+            if mine:
+                prefetch_words(part, mine)
 
 
 def drop_stored(evidence: Any, traces: Any) -> None:

@@ -33,9 +33,12 @@ import time
 from importlib import resources
 from typing import Any, Optional
 
+import numpy as np
+
 from .. import metric_names as mn
 from ..analysis import Analysis, iso_time
 from ..analysis.document import finite
+from ..analysis.stored import prefetch_words
 from ..analyzers.evidence import CLASSES
 from ..analyzers.verdict import (ASSUMED_LEGEND, ASSUMED_MARK, basis_words, bottleneck_assumed,
                                  guess_warning, partial_words, section_assumed)
@@ -109,6 +112,11 @@ def build(analysis: Analysis, *, timelines: int = 100, title: str = "agentscope 
                      t.evidence[0] if t.evidence else "", t.trace_id, list(t.evidence[1:]),
                      [_r(t.assumed.get(c, 0.0), 4) for c in CLASSES], bottleneck_assumed(t)])
     spans = analysis.spans_of([tasks[i].trace_id for i in chosen])
+    # the chosen tasks' words in a few analyses where they are made again from the store
+    # (an analysis restored from it), not one each
+    bounds = np.searchsorted(np.asarray(analysis.sections.task, dtype=np.int64),
+                             [k for i in chosen for k in (i, i + 1)]).tolist()
+    prefetch_words(analysis.sections.evidence, list(zip(bounds[::2], bounds[1::2])))
     lines: dict = {}
     windows = []
     for i in chosen:
