@@ -32,19 +32,15 @@ def _document(analysis):
 def _check(directory, db, previous, monkeypatch):
     """The analysis with ``previous`` equals a fresh one; returns it and the traces it
     re-analysed (None: all)."""
-    redone, analysed = [], []
-    real, real_analyze = engine.merged, engine.analyze
+    redone = []
+    real = engine.merged
 
     def spy(before, fresh, traces):
         redone.append(list(traces))
         return real(before, fresh, traces)
 
-    def analyze_spy(*args, **kwargs):
-        analysed.append(1)
-        return real_analyze(*args, **kwargs)
-
     monkeypatch.setattr(engine, "merged", spy)
-    monkeypatch.setattr(engine, "analyze", analyze_spy)
+    analysed = _engine_runs(monkeypatch)
     again = agentscope.analyze(directory, db=db, previous=previous)
     monkeypatch.undo()
     if not redone and not analysed:  # nothing new: the analysis before is the answer
@@ -57,6 +53,21 @@ def _check(directory, db, previous, monkeypatch):
         assert a == b, (len(a["tasks"]), len(b["tasks"]), diff)
     _same(_Unloaded(fresh), _Unloaded(again), close=True)
     return again, (redone[0] if redone else None)
+
+
+def _engine_runs(monkeypatch):
+    """A list that gets, for each engine analysis from now until ``monkeypatch.undo()``, the
+    tasks it found."""
+    made = []
+    real = engine.analyze
+
+    def spy(inp, *args, **kwargs):
+        fleet = real(inp, *args, **kwargs)
+        made.append(len(fleet.tasks))
+        return fleet
+
+    monkeypatch.setattr(engine, "analyze", spy)
+    return made
 
 
 class _Unloaded:
@@ -349,15 +360,7 @@ def test_the_table_of_a_restored_analysis_analyses_nothing(tmp_path, monkeypatch
 
     traces, db, _ = _analysed(tmp_path, 13)
     restored = agentscope.analyze(traces, db=db)
-    made = []
-    real = engine.analyze
-
-    def spy(inp, *args, **kwargs):
-        fleet = real(inp, *args, **kwargs)
-        made.append(len(fleet.tasks))
-        return fleet
-
-    monkeypatch.setattr(engine, "analyze", spy)
+    made = _engine_runs(monkeypatch)
     out = io.StringIO()
     table.render(restored, Console(file=out, width=120))
     monkeypatch.undo()
@@ -395,15 +398,7 @@ def test_the_report_of_a_restored_analysis_makes_its_timelines_words_at_once(tmp
 
     traces, db, _ = _analysed(tmp_path, 16)
     restored = agentscope.analyze(traces, db=db)
-    made = []
-    real = engine.analyze
-
-    def spy(inp, *args, **kwargs):
-        fleet = real(inp, *args, **kwargs)
-        made.append(len(fleet.tasks))
-        return fleet
-
-    monkeypatch.setattr(engine, "analyze", spy)
+    made = _engine_runs(monkeypatch)
     got = html_report.write(tmp_path / "r.html", restored, timelines=12, source="t")
     monkeypatch.undo()
     want = html_report.write(tmp_path / "f.html", agentscope.analyze(traces, db=":memory:"),

@@ -210,14 +210,11 @@ def _analyse(store: Store, load: LoadReport, source: str,
         guessed = guess_warning(fleet.summary)
         if guessed:
             own.append(guessed)
-        if fleet is before:
-            pass
-        elif fresh is not None:  # (only the rows of the traces analysed again)
-            store.save_analysis(_task_columns(fresh), _section_columns(fresh), own, touched,
+        if fleet is not before:  # (else the analysis saved is this one)
+            # an incremental analysis saves only the rows of the traces analysed again
+            redone, rows = (touched, fresh) if fresh is not None else (None, fleet)
+            store.save_analysis(_task_columns(rows), _section_columns(rows), own, redone,
                                 marks, fleet_state(fleet))
-        else:
-            store.save_analysis(_task_columns(fleet), _section_columns(fleet), own,
-                                marks=marks, fleet=fleet_state(fleet))
     gpu = gpu_summary(store.gpu_idle()) if series is not None else None
     problems = tuple(store.problems())
     summary = dataclasses.replace(
@@ -235,26 +232,22 @@ def _saved(store: Store, counted: bool) -> tuple:
     (None, None) when there is none to build on."""
     marks = store.saved_marks()
     touched = None if marks is None else store.touched_traces(marks, METRICS, MAX_HOLD_NS)
-    saved = None if touched is None else saved_fleet(store, _StoreRef(store), counted)
-    if saved is None or saved[1] != marks:
-        return None, None
-    return saved[0], touched
+    saved = None if touched is None else saved_fleet(store, _StoreRef(store), counted, marks)
+    return (None, None) if saved is None else (saved, touched)
 
 
 def _fleet(store: Store, counted: bool, series: Any, lags: Any, trees: Any,
            batches: list) -> Fleet:
     """Every trace analysed, a batch at a time (each batch's evidence made and its spans let
     go where there are several), and the batches joined."""
-    if len(batches) == 1:
-        return engine.analyze(store.analysis_input(with_counters=counted, traces=batches[0]),
-                              series, lags, trees)
     parts = []
     for traces in batches:
         part = engine.analyze(store.analysis_input(with_counters=counted, traces=traces),
                               series, lags, trees)
-        part.sections.evidence.settle()  # (what holds every span of the batch)
+        if len(batches) > 1:
+            part.sections.evidence.settle()  # (what holds every span of the batch)
         parts.append(part)
-    return engine.joined(parts)
+    return parts[0] if len(parts) == 1 else engine.joined(parts)
 
 
 def _load_warnings(store: Store, load: LoadReport, source: str, tasks: int) -> list:

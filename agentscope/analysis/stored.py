@@ -13,15 +13,18 @@ counters; the same words as the analysis that was saved.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import bisect
+import dataclasses
+import json
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
 from ..analyzers import engine
 from ..analyzers.counters import MAX_HOLD_NS, METRICS
 from ..analyzers.evidence import BASES, CLASSES
-from ..analyzers.results import (Fleet, LazySegments, ReadOnlyDict, Sections, Summary,
-                                 TaskResult)
+from ..analyzers.results import (Fleet, JoinedEvidence, LazySegments, ReadOnlyDict, Sections,
+                                 SlicedEvidence, Summary, TaskResult, thawed)
 from ..errors import StoreError
 
 # the most spans analysed at a time when the words of stored sections are made again (a
@@ -35,24 +38,20 @@ _NOT_SAVED = ("gpu", "input_problems", "load")
 def fleet_state(fleet: Fleet) -> dict:
     """What :func:`saved_fleet` needs besides the task_results and cp_sections rows: the
     fleet's summary and warnings, as JSON-ready data."""
-    import dataclasses
-
-    from ..analyzers.results import thawed
-
     summary = {f.name: thawed(getattr(fleet.summary, f.name))
                for f in dataclasses.fields(Summary) if f.name not in _NOT_SAVED}
     return {"summary": summary, "warnings": list(fleet.warnings)}
 
 
-def saved_fleet(store: Any, ref: Any, counted: bool) -> Optional[tuple]:
-    """(the analysis ``store`` saved, as a Fleet; the :meth:`~Store.marks` it was made at),
-    or None when there is none to restore (:meth:`~Store.saved_results`). Its sections'
-    evidence is made again from the store (``ref``: how to reach it later; ``counted``:
-    whether the analysis read counters) when first read."""
+def saved_fleet(store: Any, ref: Any, counted: bool, marks: tuple) -> Optional[Fleet]:
+    """The analysis ``store`` saved, as a Fleet, or None when there is none to restore
+    (:meth:`~Store.saved_results`). Its sections' evidence is made again from the store
+    (``ref``: how to reach it later; ``counted``: whether the analysis read counters;
+    ``marks``: the :meth:`~Store.saved_marks` it was made at) when first read."""
     saved = store.saved_results(CLASSES, BASES)
     if saved is None:
         return None
-    cols, secs, state, marks = saved
+    cols, secs, state = saved
     n = len(cols["trace_id"])
     task, seq = (np.asarray(secs[k], dtype=np.int64) for k in ("task", "seq"))
     if len(task) > 1 and not ((task[1:] > task[:-1]) | ((task[1:] == task[:-1])
@@ -79,8 +78,6 @@ def saved_fleet(store: Any, ref: Any, counted: bool) -> Optional[tuple]:
     assumed = np.stack([np.asarray(cols[f"assumed_{c}"], dtype=np.float64) for c in CLASSES],
                        axis=1).tolist() if n else []
     lists = {k: np.asarray(v).tolist() for k, v in cols.items()}
-    import json
-
     tasks = tuple(
         TaskResult(trace_ids[t], lists["name"][t], lists["lane"][t], lists["service"][t],
                    lists["start_ns"][t], lists["duration_ns"][t], lists["bottleneck"][t],
@@ -93,7 +90,7 @@ def saved_fleet(store: Any, ref: Any, counted: bool) -> Optional[tuple]:
                    lists["retry_ns"][t], lists["orphan_roots"][t])
         for t in range(n))
     summary = Summary(**state["summary"])
-    return Fleet(tasks, sections, summary, tuple(state["warnings"])), marks
+    return Fleet(tasks, sections, summary, tuple(state["warnings"]))
 
 
 def _objects(values: Any) -> np.ndarray:
@@ -166,9 +163,18 @@ class StoredEvidence:
         self.all()
 
     def _task_of(self, section: int) -> int:
-        import bisect
-
         return bisect.bisect_right(self._bounds, section) - 1
+
+    def _fitting(self, tasks: Any, most: int) -> int:
+        """How many of ``tasks`` (task positions, in order) one analysis takes: at least
+        one, at most ``most``, their spans within WINDOW_SPANS."""
+        n, spans = 0, 0
+        for k in tasks:
+            if n and (n >= most or spans + self._spans[k] > WINDOW_SPANS):
+                break
+            spans += self._spans[k]
+            n += 1
+        return n
 
     def _words_of(self, task: int) -> tuple:
         """(first task, end task, words of their sections) of the window holding ``task``.
@@ -180,12 +186,8 @@ class StoredEvidence:
             return self._window
         if self._prefetched.get(task) is not None:
             return task, task + 1, self._prefetched[task]
-        tasks = min(4 * (end - first), len(self._trace_ids)) if task == end > first else 1
-        end, spans = task, 0
-        while end < len(self._trace_ids) and (end == task or (
-                end - task < tasks and spans + self._spans[end] <= WINDOW_SPANS)):
-            spans += self._spans[end]
-            end += 1
+        most = 4 * (end - first) if task == end > first else 1
+        end = task + self._fitting(range(task, len(self._trace_ids)), most)
         upto = self._trace_ids[end] if end < len(self._trace_ids) else None
         # the traces from the first to the next one's: a range the store reads faster than
         # a list of ids (those left out, in it, are analysed and not used)
@@ -204,16 +206,10 @@ class StoredEvidence:
         tasks = sorted({k for lo, hi in ranges if hi > lo
                         for k in range(self._task_of(lo), self._task_of(hi - 1) + 1)})
         tasks = [k for k in tasks if self._prefetched.get(k) is None]
-        at = 0
-        while at < len(tasks):
-            end, spans = at, 0
-            while end < len(tasks) and (end == at or spans + self._spans[tasks[end]]
-                                        <= WINDOW_SPANS):
-                spans += self._spans[tasks[end]]
-                end += 1
-            batch = tasks[at:end]
+        while tasks:
+            batch = tasks[:self._fitting(tasks, len(tasks))]
             self._prefetched.update(self._make(batch, [self._trace_ids[k] for k in batch]))
-            at = end
+            tasks = tasks[len(batch):]
 
     def _make(self, tasks: list, traces: Any) -> dict:
         """{task: the words of its sections, or None (left out: analysed again since, or
@@ -265,31 +261,29 @@ def prefetch_words(evidence: Any, ranges: Any) -> None:
     """Where ``evidence`` (joined, sliced) holds :class:`StoredEvidence`, make the words of
     the sections in ``ranges`` ((lo, hi) in its own numbering) now, in few analyses
     (:meth:`StoredEvidence.prefetch`); elsewhere nothing (they are made on reading)."""
-    from ..analyzers.results import JoinedEvidence, SlicedEvidence
-
-    ranges = [(lo, hi) for lo, hi in ranges if hi > lo]
-    if isinstance(evidence, StoredEvidence):
-        evidence.prefetch(ranges)
-    elif isinstance(evidence, SlicedEvidence):
-        size = len(evidence)
-        prefetch_words(evidence._evidence, [(evidence._lo + max(lo, 0),
-                                             evidence._lo + min(hi, size)) for lo, hi in ranges])
-    elif isinstance(evidence, JoinedEvidence):
-        for part, a, b in zip(evidence._parts, evidence._starts, evidence._starts[1:]):
-            mine = [(max(lo, a) - a, min(hi, b) - a) for lo, hi in ranges if lo < b and hi > a]
-            if mine:
-                prefetch_words(part, mine)
+    for stored, mine in _stored_below(evidence, [(lo, hi) for lo, hi in ranges if hi > lo]):
+        stored.prefetch(mine)
 
 
 def drop_stored(evidence: Any, traces: Any) -> None:
     """Tell every :class:`StoredEvidence` below ``evidence`` (joined or sliced) that these
     traces were analysed again (:meth:`StoredEvidence.drop`)."""
-    from ..analyzers.results import JoinedEvidence, SlicedEvidence
+    for stored, _ in _stored_below(evidence, [(0, len(evidence))]):
+        stored.drop(traces)
 
+
+def _stored_below(evidence: Any, ranges: list) -> Iterator[tuple]:
+    """(each :class:`StoredEvidence` below ``evidence``, the parts of ``ranges`` ((lo, hi)
+    of ``evidence``'s sections) that fall in it, in its own numbering), where some do."""
+    if not ranges:
+        return
     if isinstance(evidence, StoredEvidence):
-        evidence.drop(traces)
-    elif isinstance(evidence, JoinedEvidence):
-        for part in evidence._parts:
-            drop_stored(part, traces)
+        yield evidence, ranges
     elif isinstance(evidence, SlicedEvidence):
-        drop_stored(evidence._evidence, traces)
+        size = len(evidence)
+        yield from _stored_below(evidence._evidence, [
+            (evidence._lo + max(lo, 0), evidence._lo + min(hi, size)) for lo, hi in ranges])
+    elif isinstance(evidence, JoinedEvidence):
+        for part, a, b in zip(evidence._parts, evidence._starts, evidence._starts[1:]):
+            yield from _stored_below(part, [(max(lo, a) - a, min(hi, b) - a)
+                                            for lo, hi in ranges if lo < b and hi > a])

@@ -374,16 +374,18 @@ class Store:
         """The saved analysis as data: (the task_results columns, in trace-id order; the
         cp_sections columns, with ``task``, each section's task's position there, and its
         ``class`` and ``basis`` as positions in ``classes`` and ``bases``, in no order; what
-        :meth:`save_analysis` was given as ``fleet``; its :meth:`marks`). Columns are numpy
-        arrays (text: object arrays, NULL as None). None: no analysis saved by this version
-        of agentscope with its marks and fleet."""
+        :meth:`save_analysis` was given as ``fleet``). Columns are numpy arrays (text: object
+        arrays, NULL as None). None: no analysis saved by this version of agentscope with
+        its marks (:meth:`saved_marks`) and fleet."""
         import numpy as np
 
-        try:
-            row = self._x("SELECT marks, version, fleet FROM analysis_state")
-        except duckdb.Error:  # none saved, or by a version without these columns
+        if self.saved_marks() is None:
             return None
-        if not row or row[0][1] != __version__ or row[0][0] is None or row[0][2] is None:
+        try:
+            fleet = self._x("SELECT fleet FROM analysis_state")[0][0]
+        except duckdb.Error:  # saved by a build without the column
+            return None
+        if fleet is None:
             return None
 
         def columns(statement: str, params: Optional[dict] = None) -> dict:
@@ -407,7 +409,7 @@ class Store:
             "FROM cp_sections AS c JOIN (SELECT trace_id, row_number() OVER (ORDER BY "
             "trace_id) - 1 AS task FROM task_results) AS t USING (trace_id)",
             {"classes": list(classes), "bases": list(bases)})
-        return tasks, sections, json.loads(row[0][2]), tuple(json.loads(row[0][0]))
+        return tasks, sections, json.loads(fleet)
 
     def loaded_state(self) -> str:
         """A fingerprint of what the store holds: every loaded file's row (how far it was read,
