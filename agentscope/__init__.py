@@ -24,8 +24,6 @@ See README.md, docs/instrumentation.md and docs/analysis.md.
 """
 
 from ._version import __version__
-from .capture import (Runtime, annotate, current_span, flush, init, shutdown, stage, task,
-                      trace_env, wrap)
 from .vocab import Lane, Resource, Stage
 
 # (not analyze and Analysis: a star import in an agent would load the analysis with them)
@@ -33,18 +31,25 @@ __all__ = [
     "Lane", "Resource", "Runtime", "Stage", "__version__", "annotate", "current_span", "flush",
     "init", "shutdown", "stage", "task", "trace_env", "wrap",
 ]
+_CAPTURE = ("Runtime", "annotate", "current_span", "flush", "init", "shutdown", "stage", "task",
+            "trace_env", "wrap")
 _ANALYSIS = ("analyze", "Analysis")
 
 
 def __getattr__(name: str):
-    # the analysis (DuckDB, numpy, pandas) is imported on first use, not by an agent that
-    # only records spans
-    if name in _ANALYSIS:
-        from . import analysis
-
-        return getattr(analysis, name)
-    raise AttributeError(f"module 'agentscope' has no attribute {name!r}")
+    # Each layer is imported on first use: the capture (OpenTelemetry, asyncio) not by the
+    # command line, which never records spans; the analysis (DuckDB, numpy) not by an agent
+    # that only records them.
+    if name in _CAPTURE:
+        from . import capture as layer
+    elif name in _ANALYSIS:
+        from . import analysis as layer
+    else:
+        raise AttributeError(f"module 'agentscope' has no attribute {name!r}")
+    value = getattr(layer, name)
+    globals()[name] = value  # (looked up here once)
+    return value
 
 
 def __dir__() -> list:
-    return sorted(set(globals()) | set(_ANALYSIS))
+    return sorted(set(globals()) | set(_CAPTURE) | set(_ANALYSIS))

@@ -73,22 +73,22 @@ def saved_fleet(store: Any, ref: Any, counted: bool, marks: tuple) -> Optional[F
         evidence, np.asarray(secs["basis"], dtype=np.int64),
         np.asarray(secs["assumed"], dtype=np.float64),
         np.asarray(secs["assumed_cls"], dtype=np.int8))
-    shares = np.stack([np.asarray(cols[f"share_{c}"], dtype=np.float64) for c in CLASSES],
-                      axis=1).tolist() if n else []
-    assumed = np.stack([np.asarray(cols[f"assumed_{c}"], dtype=np.float64) for c in CLASSES],
-                       axis=1).tolist() if n else []
-    lists = {k: np.asarray(v).tolist() for k, v in cols.items()}
-    tasks = tuple(
-        TaskResult(trace_ids[t], lists["name"][t], lists["lane"][t], lists["service"][t],
-                   lists["start_ns"][t], lists["duration_ns"][t], lists["bottleneck"][t],
-                   lists["confidence"][t], ReadOnlyDict(zip(CLASSES, shares[t])),
-                   tuple(json.loads(lists["evidence"][t])),
-                   LazySegments(sections, bounds[t], bounds[t + 1]), lists["spans"][t],
-                   lists["orchestration_ns"][t], lists["duplicates"][t], lists["off_path"][t],
-                   lists["measured_share"][t], lists["orphans"][t], lists["root_span_id"][t],
-                   ReadOnlyDict(zip(CLASSES, assumed[t])), lists["timeout_ns"][t],
-                   lists["retry_ns"][t], lists["orphan_roots"][t])
-        for t in range(n))
+
+    def per_task(prefix: str) -> Iterator:  # class -> figure, per task
+        return (ReadOnlyDict(zip(CLASSES, row)) for row in np.stack(
+            [np.asarray(cols[prefix + c], dtype=np.float64) for c in CLASSES], axis=1).tolist())
+
+    column = {k: np.asarray(v).tolist() for k, v in cols.items()}
+    # each task's evidence (a JSON list of sentences), parsed in one go
+    said = json.loads("[" + ",".join(column["evidence"]) + "]")
+    segments = (LazySegments(sections, bounds[t], bounds[t + 1]) for t in range(n))
+    tasks = tuple(map(TaskResult._make, zip(
+        trace_ids, column["name"], column["lane"], column["service"], column["start_ns"],
+        column["duration_ns"], column["bottleneck"], column["confidence"], per_task("share_"),
+        map(tuple, said), segments, column["spans"], column["orchestration_ns"],
+        column["duplicates"], column["off_path"], column["measured_share"], column["orphans"],
+        column["root_span_id"], per_task("assumed_"), column["timeout_ns"], column["retry_ns"],
+        column["orphan_roots"])))
     summary = Summary(**state["summary"])
     return Fleet(tasks, sections, summary, tuple(state["warnings"]))
 

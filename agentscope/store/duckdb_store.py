@@ -31,6 +31,12 @@ from .user_sql import UserSQL, check_statement
 _COUNTER_COLUMNS = ("host_code",)
 
 
+# the distinct values of a cp_sections column, each with a code (0, 1, ...): saved_results reads
+# a column of many repeats as codes
+_CODES = ("SELECT {0}, (row_number() OVER (ORDER BY {0}) - 1)::INTEGER AS code "
+          "FROM (SELECT DISTINCT {0} FROM cp_sections)")
+
+
 class Store:
     """A DuckDB database holding the spans and samples of trace directories.
 
@@ -403,12 +409,19 @@ class Store:
         tasks = columns("SELECT * FROM task_results ORDER BY trace_id")
         # (sorted by the caller: DuckDB's sort of every column costs more than numpy's)
         sections = columns(
-            "SELECT t.task, c.* EXCLUDE (trace_id) REPLACE ("
+            "SELECT t.task, c.* EXCLUDE (trace_id, name, stage) REPLACE ("
             "list_position($classes, c.class) - 1 AS class, "
-            "list_position($bases, c.basis) - 1 AS basis) "
+            "list_position($bases, c.basis) - 1 AS basis), n.code AS name, s.code AS stage "
             "FROM cp_sections AS c JOIN (SELECT trace_id, row_number() OVER (ORDER BY "
-            "trace_id) - 1 AS task FROM task_results) AS t USING (trace_id)",
+            "trace_id) - 1 AS task FROM task_results) AS t USING (trace_id) "
+            f"JOIN ({_CODES.format('name')}) AS n ON c.name IS NOT DISTINCT FROM n.name "
+            f"JOIN ({_CODES.format('stage')}) AS s ON c.stage IS NOT DISTINCT FROM s.stage",
             {"classes": list(classes), "bases": list(bases)})
+        # names and stages repeat: each distinct one is made into a Python str once
+        for column in ("name", "stage"):
+            labels = self._x(f"SELECT {column} FROM ({_CODES.format(column)}) ORDER BY code")
+            sections[column] = np.array([row[0] for row in labels],
+                                        dtype=object)[sections[column]]
         return tasks, sections, json.loads(fleet)
 
     def loaded_state(self) -> str:
