@@ -173,3 +173,23 @@ def test_trace_batches_never_split_a_trace(tmp_path):
         for lo, hi in store.trace_batches(4):
             inp = store.analysis_input(traces=(lo, hi))
             assert inp.trace_no[0] == 1 and inp.parent_idx.max() < len(inp.trace_no)
+
+
+def test_settled_evidence_says_the_same_words():
+    """A settled batch keeps only the figures its sections' own spans' words are made of
+    (Classified.gathered), not every span's: the words are the same, those of the event-loop,
+    child-process and interpreter-lock rules included (sample_traces has each), in any order
+    they are read."""
+    from agentscope.analyzers.evidence import Classified, Gathered
+
+    words = agentscope.analyze(REPO / "sample_traces", db=":memory:").sections.evidence.texts()
+    for said in ("blocked by `embed`", "child processes were runnable", "interpreter lock"):
+        assert any(said in w for w in words), said
+    evidence = agentscope.analyze(REPO / "sample_traces", db=":memory:").sections.evidence
+    assert isinstance(evidence._classified, Classified)
+    evidence.settle()
+    assert isinstance(evidence._classified, Gathered)
+    last = len(words) - 1
+    assert evidence.texts_at([last, 0, last]) == [words[last], words[0], words[last]]
+    assert evidence.texts(3, 9) == words[3:9]
+    assert evidence.texts() == words

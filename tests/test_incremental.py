@@ -137,14 +137,16 @@ def test_incremental_analysis_equals_a_fresh_one(tmp_path, monkeypatch, seed, re
         assert redone is not None and 0 < len(redone) < n_tasks
         previous = again
     assert previous.summary.tasks == n_tasks + 12
-    # only the first analysis still holds its spans' figures for its words: each refresh's
-    # are put in words at once (or serve's memory would grow with every refresh); one
+    # only the first analysis still holds its spans' figures for its words: each refresh
+    # keeps its sections' spans' only (or serve's memory would grow with every refresh); one
     # restored from the store holds none
     assert len(_unsettled(previous.sections.evidence)) == (0 if restored else 1)
 
 
 def _unsettled(evidence, found=None):
-    """The evidence objects below ``evidence`` that still hold a classification."""
+    """The evidence objects below ``evidence`` that still hold a classification (every span's
+    figures; a settled one keeps its sections' spans' only)."""
+    from agentscope.analyzers.evidence import Classified
     from agentscope.analyzers.results import JoinedEvidence, SlicedEvidence
 
     found = {} if found is None else found
@@ -153,7 +155,7 @@ def _unsettled(evidence, found=None):
             _unsettled(part, found)
     elif isinstance(evidence, SlicedEvidence):
         _unsettled(evidence._evidence, found)
-    elif getattr(evidence, "_classified", None) is not None:  # (StoredEvidence: none)
+    elif isinstance(getattr(evidence, "_classified", None), Classified):  # (Stored...: none)
         found[id(evidence)] = evidence
     return found
 

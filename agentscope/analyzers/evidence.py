@@ -340,23 +340,60 @@ class Classified:
 
     def reasons(self, rows: Sequence[int]) -> list:
         """The evidence of the spans ``rows``, in words (their figures gathered in bulk)."""
-        f = self.facts
         rows = np.asarray(rows, dtype=np.int64)
-        cols = [np.asarray(a)[rows].tolist() for a in (
+        return self.gathered(rows).reasons(np.arange(len(rows)))
+
+    def gathered(self, rows: Any) -> "Gathered":
+        """What the words of the spans ``rows`` are made of, taken out of the classification
+        (a small part of it, for a few spans): :meth:`Gathered.reasons` of position ``k``
+        are these words of span ``rows[k]``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        f = self.facts
+        figures = tuple(np.asarray(a)[rows] for a in (
             f.queue_s, self.queued, self.measured, f.stage_code, self.wait_cls, f.loop,
             self.busy, self.paging_ns, f.own_faults, f.child_cpu_ns, self.waiting,
-            self.fault_wait, self.waited, self.rest, f.model_s)]
+            self.fault_wait, self.waited, self.rest, f.model_s))
         endpoint = getattr(f, "endpoint", None)
-        cols.append([None] * len(rows) if endpoint is None else
-                    np.asarray(endpoint, dtype=object)[rows].tolist())
-        cols.append(self._process_words(rows))
+        if endpoint is not None:
+            endpoint = np.asarray(endpoint, dtype=object)[rows]
+        why = None
+        if self.why is not None:
+            at = {int(r): k for k, r in enumerate(rows.tolist())}
+            why = self.why._replace(
+                blocker=None,  # (rows of other spans: the label below says who)
+                blocker_label={at[r]: label for r, label in self.why.blocker_label.items()
+                               if r in at},
+                **{name: np.asarray(getattr(self.why, name))[rows]
+                   for name in _Why._fields if name not in ("blocker_label", "blocker")})
+        dur = (np.asarray(f.end_ns, dtype=np.int64)[rows]
+               - np.asarray(f.start_ns, dtype=np.int64)[rows])
+        return Gathered(figures, endpoint, self._process_words(rows), why, dur)
+
+
+class Gathered(NamedTuple):
+    """The figures the words of some spans are made of (:meth:`Classified.gathered`), in
+    the order they were gathered: a section's evidence kept without the classification of
+    every span of its batch."""
+
+    figures: tuple  # per figure _words reads (in its order), an array over the spans
+    endpoint: Any  # object array, or None
+    process: list  # per span, what its process tree's counters said (None: nothing)
+    why: Any  # _Why over these spans (without its blocker rows), or None
+    dur: Any  # int64: each span's duration, ns
+
+    def reasons(self, rows: Sequence[int]) -> list:
+        """The evidence of the gathered spans at positions ``rows``, in words."""
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = [a[rows].tolist() for a in self.figures]
+        cols.append([None] * len(rows) if self.endpoint is None else
+                    self.endpoint[rows].tolist())
+        cols.append([self.process[i] for i in rows.tolist()])
         out = [_words(*row) for row in zip(*cols)]
         if self.why is None:
             return out
-        dur = (np.asarray(f.end_ns, dtype=np.int64)[rows]
-               - np.asarray(f.start_ns, dtype=np.int64)[rows]).tolist()
-        for k, (i, d) in enumerate(zip(rows.tolist(), dur)):
-            if not self.measured[i]:
+        measured = self.figures[2]
+        for k, (i, d) in enumerate(zip(rows.tolist(), self.dur[rows].tolist())):
+            if not measured[i]:
                 continue
             first, after = self.why.words(i, d)
             if first or after:

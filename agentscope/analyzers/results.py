@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from .evidence import BASES, CLASSES, GAP_REASON, OFF_CPU_UNEXPLAINED
+from .evidence import BASES, CLASSES, GAP_REASON, OFF_CPU_UNEXPLAINED, Gathered
 
 
 class ReadOnlyDict(dict):
@@ -108,12 +108,19 @@ class SectionEvidence:
         return self._all
 
     def settle(self) -> None:
-        """Make the words of every section now and let go of the classification they are
-        made from (every span's figures: far more than the sections need). A batch of a
-        large analysis does this, so that memory holds one batch's spans at a time."""
-        self.all()
-        self._classified = self._notes = None
-        self._reasons = {}
+        """Let go of the classification the words are made from (every span's figures: far
+        more than the sections need), keeping what the sections' own spans' words are made
+        of (:meth:`Classified.gathered`). A batch of a large analysis does this, so that
+        memory holds one batch's spans at a time; the words are still made only if read."""
+        if self._all is not None or isinstance(self._classified, Gathered):
+            return
+        rows = self._span_row
+        ordered = np.sort(rows[rows >= 0])
+        owners = ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+        self._classified = self._classified.gathered(owners)
+        # each section's span as its position among the owners (a gap: -1)
+        self._span_row = np.where(rows >= 0, np.searchsorted(owners, rows), -1)
+        self._reasons = {-1: GAP_REASON}
 
     def _texts(self, sections: Any) -> list:
         rows = self._span_row[sections]
