@@ -358,11 +358,11 @@ class Classified:
             endpoint = np.asarray(endpoint, dtype=object)[rows]
         why = None
         if self.why is not None:
-            at = {int(r): k for k, r in enumerate(rows.tolist())}
+            labels = self.why.blocker_label
+            at = {r: k for k, r in enumerate(rows.tolist())} if labels else {}
             why = self.why._replace(
                 blocker=None,  # (rows of other spans: the label below says who)
-                blocker_label={at[r]: label for r, label in self.why.blocker_label.items()
-                               if r in at},
+                blocker_label={at[r]: label for r, label in labels.items() if r in at},
                 **{name: np.asarray(getattr(self.why, name))[rows]
                    for name in _Why._fields if name not in ("blocker_label", "blocker")})
         dur = (np.asarray(f.end_ns, dtype=np.int64)[rows]
