@@ -28,7 +28,7 @@ import uuid
 import click
 
 from ._version import __version__
-from .collectors.receiver import MAX_BODY
+from .formats.otlp_common import MAX_BODY
 from .exporters.views import inert, inert_lines
 
 

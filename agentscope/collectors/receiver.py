@@ -35,14 +35,13 @@ from typing import Callable, NamedTuple, Optional
 from .._signals import handle, restore
 from ..formats import spanfile
 from ..formats.importers import otlp_proto
-from ..formats.otlp_common import spans_of_request
+from ..formats.otlp_common import MAX_BODY, spans_of_request
 from .durable import SpanFile
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 _MEDIA = {PROTOBUF: PROTOBUF, "application/protobuf": PROTOBUF, JSON: JSON}
 TRACES_PATH = "/v1/traces"
 GRPC_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
-MAX_BODY = 16 << 20
 # requests read and decoded at once (each can hold its body, the body decompressed and the
 # decoded spans: up to a few times MAX_BODY); the next waits, its body unread in the socket,
 # up to SLOT_WAIT_S, then is answered 503 (retry later)

@@ -33,6 +33,10 @@ from ..errors import TraceFormatError
 from ..records import (INT64_MAX, INT_FIELDS, MAX_EPOCH_NS, SpanEvent, SpanLink, SpanRecord,
                        span_problem, time_problem)
 
+# the largest OTLP request the receiver takes, in bytes, as sent and as decompressed
+# (`agentscope receive --max-body`)
+MAX_BODY = 16 << 20
+
 _KIND_NAMES = ("internal", "internal", "server", "client", "producer", "consumer")
 _KINDS = {f"SPAN_KIND_{k.upper()}": k for k in _KIND_NAMES[1:]}
 _KINDS["SPAN_KIND_UNSPECIFIED"] = "internal"
