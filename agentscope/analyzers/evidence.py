@@ -223,8 +223,15 @@ class _Why(NamedTuple):
     other: Any  # ns of CPU of the process's other threads
     run_delay: Any  # ns its child processes waited runnable (-1: not recorded)
 
+    def silent(self) -> bool:
+        """Whether :meth:`words` says nothing of any span (no rule moved enough to say)."""
+        return not (np.any(np.asarray(self.blocked) > 0) or any(
+            np.any(np.asarray(share) >= WORDS_SHARE)
+            for share in (self.kids_run, self.thread_run, self.workers_run, self.gil_run)))
+
     def words(self, i: int, dur_ns: float) -> tuple:
-        """(what comes before the span's own figures, what comes after), in words."""
+        """(what comes before the span's own figures, what comes after), in words (the
+        conditions :meth:`silent` reads)."""
         first = []
         if self.blocked[i] > 0:
             who = self.blocker_label.get(i, "another task's span")
@@ -356,6 +363,9 @@ class Classified:
         endpoint = getattr(f, "endpoint", None)
         if endpoint is not None:
             endpoint = np.asarray(endpoint, dtype=object)[rows]
+            if not any(e is not None for e in endpoint.tolist()):
+                endpoint = None
+        process = self._process_words(rows)
         why = None
         if self.why is not None:
             labels = self.why.blocker_label
@@ -365,9 +375,13 @@ class Classified:
                 blocker_label={at[r]: label for r, label in labels.items() if r in at},
                 **{name: np.asarray(getattr(self.why, name))[rows]
                    for name in _Why._fields if name not in ("blocker_label", "blocker")})
+            if why.silent():
+                why = None
         dur = (np.asarray(f.end_ns, dtype=np.int64)[rows]
                - np.asarray(f.start_ns, dtype=np.int64)[rows])
-        return Gathered(figures, endpoint, self._process_words(rows), why, dur)
+        # (what is not said of any of these spans is not kept: a settled batch holds them)
+        return Gathered(figures, endpoint, process if any(w is not None for w in process)
+                        else None, why, dur)
 
 
 class Gathered(NamedTuple):
@@ -376,9 +390,9 @@ class Gathered(NamedTuple):
     every span of its batch."""
 
     figures: tuple  # per figure _words reads (in its order), an array over the spans
-    endpoint: Any  # object array, or None
-    process: list  # per span, what its process tree's counters said (None: nothing)
-    why: Any  # _Why over these spans (without its blocker rows), or None
+    endpoint: Any  # object array, or None: none named
+    process: Optional[list]  # per span, what its process tree's counters said; None: nothing
+    why: Any  # _Why over these spans (without its blocker rows), or None: it says nothing
     dur: Any  # int64: each span's duration, ns
 
     def reasons(self, rows: Sequence[int]) -> list:
@@ -387,7 +401,8 @@ class Gathered(NamedTuple):
         cols = [a[rows].tolist() for a in self.figures]
         cols.append([None] * len(rows) if self.endpoint is None else
                     self.endpoint[rows].tolist())
-        cols.append([self.process[i] for i in rows.tolist()])
+        cols.append([None] * len(rows) if self.process is None else
+                    [self.process[i] for i in rows.tolist()])
         out = [_words(*row) for row in zip(*cols)]
         if self.why is None:
             return out
