@@ -166,8 +166,23 @@ def main() -> None:
 
 # ---- options several commands share, declared once ---------------------------------------
 def _trace_dir(f):
-    # a trace directory, or a single trace file (any format analyze reads)
-    return click.argument("trace_dir", metavar="SOURCE", type=click.Path(path_type=str))(f)
+    # a trace directory, a single trace file (any format analyze reads), or a ClickHouse URL
+    # (its password moved to CLICKHOUSE_PASSWORD: every line that names SOURCE is safe)
+    return click.argument("trace_dir", metavar="SOURCE", type=click.Path(path_type=str),
+                          callback=_source)(f)
+
+
+def _source(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if "://" not in value:
+        return value
+    from . import urls
+
+    if not urls.is_url(value):
+        return value
+    value, password = urls.without_password(value)
+    if password is not None:
+        os.environ["CLICKHOUSE_PASSWORD"] = password
+    return value
 
 
 def _db_option(f):
@@ -928,6 +943,42 @@ def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
         _error(f"agentscope export otlp-metrics: could not send to {endpoint}: {e}")
         sys.exit(1)
     _say(f"sent {metrics} metrics ({points} points) to {endpoint}: HTTP {status}")
+
+
+@export.command("clickhouse")
+@_trace_dir
+@click.option("--to", "url", required=True, metavar="URL",
+              help="chdb://PATH (in-process) or clickhouse://[USER[:PASSWORD]@]HOST[:PORT]/DB; "
+                   "?table= names the spans table [otel_traces], ?samples= the samples table "
+                   "[agentscope_samples]. A password in the URL is better given in "
+                   "CLICKHOUSE_PASSWORD.")
+@_db_option
+@_verbosity()
+def export_clickhouse(trace_dir: str, url: str, db: "str | None") -> None:
+    """Write SOURCE's spans into ClickHouse, as the OpenTelemetry Collector's ClickHouse
+    exporter does (its otel_traces schema), and its counter samples into agentscope's samples
+    table (tables made where missing).
+
+    `agentscope analyze` reads them back from the same URL: the same analysis
+    (docs/clickhouse.md). Needs the [clickhouse] extra.
+
+    \b
+    Examples:
+        agentscope export clickhouse traces/ --to 'chdb:///data/ch?table=otel_traces'
+        agentscope analyze 'chdb:///data/ch?table=otel_traces'
+    """
+    from . import urls
+    from .exporters import clickhouse as clickhouse_out
+
+    url, password = urls.without_password(url) if urls.is_url(url) else (url, None)
+    if password is not None:
+        os.environ["CLICKHOUSE_PASSWORD"] = password
+    if not urls.is_url(url):
+        raise click.UsageError("--to takes a chdb:// or clickhouse:// URL")
+    analysis = _analysis(trace_dir, db)
+    done = clickhouse_out.export(analysis, url)
+    _say(inert(f"wrote {done.spans} spans and {done.samples} samples to {done.target}"))
+    sys.exit(1 if analysis.problems else 0)
 
 
 @export.command("otlp")

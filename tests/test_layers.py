@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentscope"
 FLOORS = {
     "semconv": 1, "records": 1, "vocab": 1, "errors": 1, "_log": 1, "metric_names": 1, "_gc": 1,
     "_signals": 1, "_version": 1,
-    "formats": 2,
+    "formats": 2, "urls": 2,
     "capture": 3, "collectors": 3, "store": 3,
     "analyzers": 4,
     "analysis": 5,

@@ -8,17 +8,20 @@ import dataclasses
 import functools
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from .. import urls
 from .._gc import gc_paused
 from ..analyzers import engine
 from ..analyzers.counters import MAX_HOLD_NS, METRICS, gpu_summary
 from ..analyzers.evidence import BASES, CLASSES
 from ..analyzers.results import Fleet, Sections, Summary
 from ..analyzers.verdict import breakdown, guess_warning
+from ..store import clickhouse
 from ..store.duckdb_store import Store
 from ..store.loading import LoadReport
 from ..store.user_sql import UserSQL, check_statement
@@ -68,7 +71,7 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     """
     store, load, notes = _load(source, db, progress, batch)
     try:
-        analysis = _analyse(store, load, str(source), notes, previous=previous)
+        analysis = _analyse(store, load, _name(source), notes, previous=previous)
     except BaseException:
         store.close()
         raise
@@ -89,26 +92,33 @@ def open_store(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | N
     try:
         saved = store.saved_analysis()
         if saved is None:
-            analysis = _analyse(store, load, str(source), notes)
+            analysis = _analyse(store, load, _name(source), notes)
             tasks, warnings = len(analysis.task_results), analysis.warnings
             del analysis  # its results are in the store; this needs none of them
         else:
             tasks = saved["tasks"]
             warnings = tuple(notes) + tuple(saved["warnings"]) + tuple(
-                _load_warnings(store, load, str(source), tasks))
+                _load_warnings(store, load, _name(source), tasks))
     except BaseException:
         store.close()
         raise
     ref = _StoreRef(store)
     if store.path is not None:
         store.close()
-    return StoredAnalysis(str(source), tasks, load, warnings, saved is None, ref)
+    return StoredAnalysis(_name(source), tasks, load, warnings, saved is None, ref)
+
+
+def _name(source: "str | os.PathLike[str]") -> str:
+    """What outputs call ``source`` (a ClickHouse URL without its password)."""
+    return urls.parse(source).display if urls.is_url(source) else str(source)
 
 
 def _load(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None",
           progress: Optional[Progress], batch: bool) -> tuple:
     """(the store of ``source``, open; what loading what is new did; warnings about the
     store): the first half of :func:`analyze` and :func:`open_store`."""
+    if urls.is_url(source):
+        return _load_clickhouse(urls.parse(source), db, progress, batch)
     root = Path(source)
     if root.is_file():
         db = MEMORY if db is None else db
@@ -133,6 +143,27 @@ def _load(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None",
         store.close()
         raise
     return store, load, notes
+
+
+def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
+                     progress: Optional[Progress], batch: bool) -> tuple:
+    """:func:`_load` of a ClickHouse source: its spans (whole traces in its window) and the
+    samples over their time, read as span and sample files and loaded into the store (``db``;
+    default: in memory). A problem names the URL and the row (its line in what was read)."""
+    with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
+        clickhouse.read_into(remote, Path(tmp))
+        store = Store(MEMORY if db is None else db, keep_freed_blocks=batch)
+        try:
+            load = store.load(Path(tmp), progress=None if progress is None else
+                              (lambda n: progress(n, n)))
+        except BaseException:
+            store.close()
+            raise
+    for problem in load.problems:
+        if problem.path.startswith(tmp):
+            kind = "span" if "spans-" in problem.path else "sample"
+            problem.path = f"{remote.display} ({kind} rows)"
+    return store, load, []
 
 
 SKIPPED_NAMED = 5  # skipped files named in the warning (the rest are counted)

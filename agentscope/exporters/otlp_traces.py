@@ -90,7 +90,7 @@ def requests(analysis: Any, batch: int = DEFAULT_BATCH) -> Iterator[dict]:
     on_path = critical_path_attributes(analysis)
     on_root = task_root_attributes(analysis)
     pending: list = []
-    for row in _span_rows(analysis, batch * max(1, PAGE_SPANS // batch)):
+    for row in span_rows(analysis, batch * max(1, PAGE_SPANS // batch)):
         key = (row["trace_id"], row["span_id"])
         extra = on_path.get(key)
         if key in on_root:
@@ -250,7 +250,7 @@ def task_root_attributes(analysis: Any) -> dict:
 
 
 # ---- spans as OTLP/JSON ------------------------------------------------------------------------
-def _span_rows(analysis: Any, page: int) -> Iterator[dict]:
+def span_rows(analysis: Any, page: int) -> Iterator[dict]:
     """Every row of ``spans`` as a dict, a page at a time (keyset paging: each query starts
     after the last key of the one before)."""
     after = ""

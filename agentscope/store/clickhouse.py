@@ -1,0 +1,286 @@
+"""ClickHouse as a source of traces: the OpenTelemetry Collector's ``otel_traces`` table (its
+ClickHouse exporter's schema, as the Collector made it) and agentscope's own counter samples
+table, read in-process (``chdb://PATH``, the chdb package) or from a server over HTTP
+(``clickhouse://[user[:password]@]host[:port]/database``, clickhouse-connect); and written
+(``agentscope export clickhouse``), for those who start from files.
+
+What is read is loaded into the embedded store (DuckDB) as span and sample files are, and
+analysed there: today the spans of the window travel to this machine (docs/clickhouse.md says
+what runs where). Both packages are in the ``[clickhouse]`` extra.
+
+The URLs and their options: :mod:`agentscope.urls`. A window (``since``, ``until``) or a
+service reads whole traces: every span of each trace with a span that started in it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .. import semconv
+from ..errors import StoreError
+from ..records import INT_FIELDS
+from ..urls import Remote, is_url, parse, without_password  # noqa: F401 - (here too)
+from .schema import SPAN_COLUMNS, SQL_DIR
+
+# every query's bounds: an unbounded query over a large table can take a whole machine
+MAX_MEMORY_BYTES = 4 << 30
+MAX_EXECUTION_S = 600
+_SETTINGS = (f"max_memory_usage = {MAX_MEMORY_BYTES}, max_execution_time = {MAX_EXECUTION_S}")
+_OUTPUT = ("output_format_json_quote_64bit_integers = 0, "
+           "output_format_json_named_tuples_as_objects = 1, "
+           "output_format_json_quote_denormals = 0")
+_BOUNDS = {name: (lo, hi) for name, lo, hi in INT_FIELDS}
+# rows of data in one INSERT (each INSERT's text is parsed whole: ClickHouse's max_query_size)
+_INSERT_BYTES = 200_000
+
+
+class Connection:
+    """One ClickHouse: chdb in this process, or a server through clickhouse-connect. Every
+    query runs with :data:`MAX_MEMORY_BYTES` and :data:`MAX_EXECUTION_S`."""
+
+    def __init__(self, remote: Remote) -> None:
+        self.remote = remote
+        if remote.scheme == "chdb":
+            try:
+                from chdb import session
+            except ImportError:
+                raise StoreError("chdb:// needs the chdb package: pip install "
+                                 "'agentscope[clickhouse]'") from None
+            self._session = session.Session(remote.path)
+            self._client = None
+        else:
+            try:
+                import clickhouse_connect
+            except ImportError:
+                raise StoreError("clickhouse:// needs clickhouse-connect: pip install "
+                                 "'agentscope[clickhouse]'") from None
+            try:
+                self._client = clickhouse_connect.get_client(
+                    host=remote.host, port=remote.port, database=remote.database,
+                    username=remote.user or "default", password=remote.password or "")
+            except Exception as e:  # noqa: BLE001 - the client's own errors, named
+                raise StoreError(f"cannot reach {remote.display}: "
+                                 f"{_redacted(str(e), remote)}") from None
+            self._session = None
+
+    def text(self, statement: str, fmt: str = "", settings: str = "") -> str:
+        """The output of ``statement`` in the format ``fmt`` (none: a statement without
+        output), as text."""
+        statement = (f"{statement}\nSETTINGS {_SETTINGS}" + (f", {settings}" if settings else "")
+                     + (f"\nFORMAT {fmt}" if fmt else ""))
+        try:
+            if self._session is not None:
+                return self._session.query(statement, "").bytes().decode()
+            return self._client.raw_query(statement).decode()
+        except Exception as e:  # noqa: BLE001 - ClickHouse's errors, named
+            raise StoreError(f"{self.remote.display}: {_redacted(str(e), self.remote)}") \
+                from None
+
+    def command(self, statement: str) -> None:
+        self.text(statement)
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+        elif self._client is not None:
+            self._client.close()
+
+
+def _redacted(message: str, remote: Remote) -> str:
+    return message.replace(remote.password, "***") if remote.password else message
+
+
+def _sql(name: str) -> str:
+    return (SQL_DIR / "clickhouse" / name).read_text()
+
+
+def _literal(text: str) -> str:
+    """A ClickHouse string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _window(remote: Remote) -> tuple:
+    """(the condition on a span that puts its trace in, the condition on the spans read)."""
+    window, near = [], []
+    day = 86_400 * 1_000_000_000
+    if remote.since is not None:
+        window.append(f"Timestamp >= fromUnixTimestamp64Nano(toInt64({remote.since}))")
+        near.append(f"Timestamp >= fromUnixTimestamp64Nano(toInt64({remote.since - day}))")
+    if remote.until is not None:
+        window.append(f"Timestamp < fromUnixTimestamp64Nano(toInt64({remote.until}))")
+        near.append(f"Timestamp < fromUnixTimestamp64Nano(toInt64({remote.until + day}))")
+    if remote.service is not None:
+        window.append(f"ServiceName = {_literal(remote.service)}")
+    return " AND ".join(window) or "1", " AND ".join(near) or "1"
+
+
+def _integer_attribute(attr: str, column: str) -> str:
+    """An accounting attribute (text in the exporter's map) as its column: an integer in the
+    column's range (a decimal number truncated), else NULL."""
+    lo, hi = _BOUNDS[column]
+    text = f"SpanAttributes[{_literal(attr)}]"
+    number = (f"coalesce(toInt64OrNull({text}), "
+              f"if(isFinite(toFloat64OrZero({text})) AND abs(toFloat64OrZero({text})) < 9e18, "
+              f"toInt64OrNull(toString(trunc(toFloat64OrNull({text})))), NULL))")
+    return f"if({number} BETWEEN {lo} AND {hi}, {number}, NULL)"
+
+
+def spans_query(remote: Remote) -> str:
+    """The SELECT that reads ``remote``'s spans as span file lines."""
+    window, near = _window(remote)
+    accounting = "".join(f"{_integer_attribute(attr, column)} AS {column},\n    "
+                         for column, attr in semconv.ACCOUNTING_ATTRIBUTES.items())
+    consumed = "[" + ", ".join(_literal(a) for a in (
+        *semconv.ACCOUNTING_ATTRIBUTES.values(), semconv.STAGE)) + "]"
+    lo, hi = _BOUNDS["pid"]
+    pid_text = "trimBoth(ResourceAttributes['process.pid'])"
+    pid = (f"if(match({pid_text}, '^[0-9]{{1,12}}$') AND toInt64({pid_text}) BETWEEN {lo} "
+           f"AND {hi}, toInt64({pid_text}), NULL)")
+    return _sql("spans_of_otel_traces.sql").format(
+        table=remote.quoted(remote.table), window=window, near=near, pid=pid,
+        accounting=accounting, consumed=consumed, columns=", ".join(SPAN_COLUMNS))
+
+
+def read_into(remote: Remote, directory: Path) -> tuple:
+    """Write ``remote``'s spans (whole traces in its window) and the samples over their time
+    into ``directory`` as a span file and a sample file, for the store to load: (spans,
+    samples) written."""
+    if remote.scheme == "chdb" and not Path(remote.path).is_dir():
+        raise StoreError(f"{remote.display}: no such chdb data directory")
+    con = Connection(remote)
+    try:
+        if not _exists(con, remote, remote.table):
+            raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table} "
+                             "(the Collector's ClickHouse exporter makes otel_traces; "
+                             "`agentscope export clickhouse` makes one from trace files)")
+        spans = con.text(spans_query(remote), "JSONEachRow", _OUTPUT)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "spans-clickhouse-0-1.jsonl").write_text(spans)
+        n_spans = spans.count("\n")
+        n_samples = 0
+        if n_spans and _exists(con, remote, remote.samples):
+            bounds = con.text(f"SELECT min(start_ns), max(end_ns) FROM ({spans_query(remote)})",
+                              "TabSeparated").split()
+            samples = con.text(_sql("samples_of_agentscope_samples.sql").format(
+                table=remote.quoted(remote.samples), since_ns=int(bounds[0]),
+                until_ns=int(bounds[1])), "JSONEachRow", _OUTPUT)
+            (directory / "samples-clickhouse-0-1.jsonl").write_text(samples)
+            n_samples = samples.count("\n")
+        return n_spans, n_samples
+    finally:
+        con.close()
+
+
+def _exists(con: Connection, remote: Remote, table: str) -> bool:
+    got = con.text(f"SELECT count() FROM system.tables WHERE database = "
+                   f"{_literal(remote.database)} AND name = {_literal(table)}", "TabSeparated")
+    return got.strip() not in ("", "0")
+
+
+# ---- writing (agentscope export clickhouse) -----------------------------------------------
+_SPAN_INPUT = ("ts Int64, dur Int64, trace String, span String, parent String, name String, "
+               "kind String, service String, resource Map(String, String), scope String, "
+               "attrs Map(String, String), status String, message String, "
+               "event_ts Array(Int64), event_name Array(String), "
+               "event_attrs Array(Map(String, String)), link_trace Array(String), "
+               "link_span Array(String), link_attrs Array(Map(String, String))")
+_SPAN_INSERT = (
+    "INSERT INTO {table} (Timestamp, TraceId, SpanId, ParentSpanId, TraceState, SpanName, "
+    "SpanKind, ServiceName, ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, "
+    "Duration, StatusCode, StatusMessage, `Events.Timestamp`, `Events.Name`, "
+    "`Events.Attributes`, `Links.TraceId`, `Links.SpanId`, `Links.TraceState`, "
+    "`Links.Attributes`) SELECT fromUnixTimestamp64Nano(ts), trace, span, parent, '', name, "
+    "kind, service, resource, scope, '', attrs, toUInt64(dur), status, message, "
+    "arrayMap(t -> fromUnixTimestamp64Nano(t), event_ts), event_name, event_attrs, "
+    "link_trace, link_span, arrayMap(x -> '', link_trace), link_attrs "
+    "FROM format(JSONEachRow, {structure}, {data})")
+_SAMPLE_INPUT = ("ts Int64, host String, pid Nullable(Int32), source String, "
+                 "device Nullable(String), metric String, value Float64")
+_SAMPLE_INSERT = ("INSERT INTO {table} SELECT fromUnixTimestamp64Nano(ts), host, pid, source, "
+                  "device, metric, value FROM format(JSONEachRow, {structure}, {data})")
+# (the exporter's names for kinds and status codes: pdata's SpanKind and StatusCode)
+_KIND = {"internal": "Internal", "server": "Server", "client": "Client",
+         "producer": "Producer", "consumer": "Consumer"}
+_STATUS = {"unset": "Unset", "ok": "Ok", "error": "Error"}
+
+
+def _text(value: Any) -> str:
+    """An attribute value as the exporter writes it: strings as they are, others as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _attrs(value: Any) -> dict:
+    return {str(k): _text(v) for k, v in (value or {}).items()}
+
+
+def span_line(row: dict) -> str:
+    """One span of the store (a ``spans`` row, attrs/events/links as JSON text) as a line of
+    :data:`_SPAN_INPUT`: the OTLP a Collector would have written of it."""
+    attrs = _attrs(json.loads(row["attrs"]) if row["attrs"] else {})
+    scope = attrs.pop("otel.scope.name", "")
+    for column, attr in semconv.ACCOUNTING_ATTRIBUTES.items():
+        if row[column] is not None:
+            attrs[attr] = str(int(row[column]))
+    if row["stage"] is not None:
+        attrs[semconv.STAGE] = row["stage"]
+    resource = {}
+    if row["service"] is not None:
+        resource["service.name"] = row["service"]
+    if row["host"] is not None:
+        resource["host.name"] = row["host"]
+    if row["pid"] is not None:
+        resource["process.pid"] = str(int(row["pid"]))
+    events = json.loads(row["events"]) if row["events"] else []
+    links = json.loads(row["links"]) if row["links"] else []
+    return json.dumps({
+        "ts": row["start_ns"], "dur": row["end_ns"] - row["start_ns"], "trace": row["trace_id"],
+        "span": row["span_id"], "parent": row["parent_span_id"] or "", "name": row["name"],
+        "kind": _KIND.get(row["kind"], "Internal"), "service": row["service"] or "",
+        "resource": resource, "scope": scope, "attrs": attrs,
+        "status": _STATUS.get(row["status"], "Unset"), "message": row["status_message"] or "",
+        "event_ts": [e["time_ns"] for e in events], "event_name": [e["name"] for e in events],
+        "event_attrs": [_attrs(e.get("attrs")) for e in events],
+        "link_trace": [k["trace_id"] for k in links], "link_span": [k["span_id"] for k in links],
+        "link_attrs": [_attrs(k.get("attrs")) for k in links]}, separators=(",", ":"))
+
+
+def sample_line(row: dict) -> str:
+    return json.dumps({"ts": row["ts_ns"], "host": row["host"] or "", "pid": row["pid"],
+                       "source": row["source"] or "", "device": row["device"],
+                       "metric": row["metric"], "value": row["value"]}, separators=(",", ":"))
+
+
+def write(remote: Remote, spans: Any, samples: Any) -> None:
+    """Create ``remote``'s tables where missing (the Collector's ``otel_traces`` DDL, our
+    samples DDL) and insert ``spans`` and ``samples`` (iterables of lines: :func:`span_line`,
+    :func:`sample_line`)."""
+    con = Connection(remote)
+    try:
+        if remote.scheme == "chdb":
+            con.command(f"CREATE DATABASE IF NOT EXISTS `{remote.database}`")
+        con.command(_sql("otel_traces.sql").format(table=remote.quoted(remote.table)))
+        con.command(_sql("agentscope_samples.sql").format(table=remote.quoted(remote.samples)))
+        for lines, insert, structure, table in (
+                (spans, _SPAN_INSERT, _SPAN_INPUT, remote.table),
+                (samples, _SAMPLE_INSERT, _SAMPLE_INPUT, remote.samples)):
+            chunk: list = []
+            size = 0
+            for line in lines:
+                chunk.append(line)
+                size += len(line) + 1
+                if size >= _INSERT_BYTES:
+                    _insert(con, insert, structure, remote.quoted(table), chunk)
+                    chunk, size = [], 0
+            if chunk:
+                _insert(con, insert, structure, remote.quoted(table), chunk)
+    finally:
+        con.close()
+
+
+def _insert(con: Connection, insert: str, structure: str, table: str, lines: list) -> None:
+    con.command(insert.format(table=table, structure=_literal(structure),
+                              data=_literal("\n".join(lines) + "\n")))

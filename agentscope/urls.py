@@ -1,0 +1,141 @@
+"""Source URLs of traces kept in ClickHouse: ``chdb://PATH`` (in-process ClickHouse) and
+``clickhouse://[user[:password]@]host[:port]/database`` (a server, over HTTP), each with
+``?table=`` (the spans table; default ``otel_traces``), ``samples=`` (agentscope's samples
+table; default ``agentscope_samples``), ``since=`` and ``until=`` (ISO 8601 times or epoch
+seconds) and ``service=``. Parsed here, read by :mod:`agentscope.store.clickhouse`.
+Credentials come from the URL or from ``CLICKHOUSE_USER`` / ``CLICKHOUSE_PASSWORD``; what
+outputs show of a URL (:attr:`Remote.display`) never holds a password.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import urllib.parse
+from typing import Any, NamedTuple, Optional
+
+from .errors import StoreError
+
+SCHEMES = ("chdb", "clickhouse")
+DEFAULT_TABLE = "otel_traces"
+DEFAULT_SAMPLES = "agentscope_samples"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class Remote(NamedTuple):
+    """A ClickHouse source, parsed from its URL (:func:`parse`)."""
+
+    scheme: str  # chdb | clickhouse
+    path: Optional[str]  # chdb: the data directory
+    host: Optional[str]
+    port: Optional[int]
+    database: str
+    table: str
+    samples: str
+    user: Optional[str]
+    password: Optional[str]
+    since: Optional[int]  # epoch ns
+    until: Optional[int]
+    service: Optional[str]
+
+    @property
+    def display(self) -> str:
+        """The URL without its password: what outputs name."""
+        if self.scheme == "chdb":
+            where = f"chdb://{self.path}"
+        else:
+            who = f"{self.user}@" if self.user else ""
+            where = f"clickhouse://{who}{self.host}:{self.port}/{self.database}"
+        return f"{where}?table={self.table}"
+
+    def quoted(self, table: str) -> str:
+        return f"`{self.database}`.`{table}`"
+
+
+def is_url(source: Any) -> bool:
+    """Whether ``source`` names a ClickHouse source (chdb:// or clickhouse://)."""
+    return isinstance(source, str) and source.split("://", 1)[0].lower() in SCHEMES \
+        and "://" in source
+
+
+def without_password(source: str) -> tuple:
+    """(``source`` without the password in its URL, that password or None): the command line
+    passes the password on in ``CLICKHOUSE_PASSWORD``, so that no output can show it."""
+    url = urllib.parse.urlsplit(source)
+    if url.password is None:
+        return source, None
+    user = url.username or ""
+    host = url.netloc.rsplit("@", 1)[1]
+    netloc = f"{user}@{host}" if user else host
+    return urllib.parse.urlunsplit(url._replace(netloc=netloc)), \
+        urllib.parse.unquote(url.password)
+
+
+def parse(source: str) -> Remote:
+    """The :class:`Remote` of a chdb:// or clickhouse:// URL (StoreError naming what is wrong
+    with it; never echoing a password)."""
+    url = urllib.parse.urlsplit(source)
+    scheme = url.scheme.lower()
+    if scheme not in SCHEMES:
+        raise StoreError(f"not a ClickHouse URL (chdb:// or clickhouse://): {scheme}://...")
+    query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+    unknown = sorted(set(query) - {"table", "samples", "since", "until", "service"})
+    if unknown:
+        raise StoreError(f"unknown option{'s' if len(unknown) > 1 else ''} in the ClickHouse "
+                         f"URL: {', '.join(unknown)} (table, samples, since, until, service)")
+
+    def one(key: str, default: Optional[str] = None) -> Optional[str]:
+        values = query.get(key)
+        return values[-1] if values else default
+
+    table, samples = one("table", DEFAULT_TABLE), one("samples", DEFAULT_SAMPLES)
+    for what, name in (("table", table), ("samples table", samples)):
+        if not _NAME.match(name or ""):
+            raise StoreError(f"the {what} name in the ClickHouse URL must be letters, digits "
+                             f"and _: {name!r}")
+    since, until = _time(one("since"), "since"), _time(one("until"), "until")
+    if since is not None and until is not None and until <= since:
+        raise StoreError("the ClickHouse URL's until is not after its since")
+    service = one("service")
+    if scheme == "chdb":
+        path = urllib.parse.unquote(url.netloc + url.path)
+        if not path:
+            raise StoreError("a chdb URL names a data directory: chdb://PATH?table=otel_traces")
+        return Remote("chdb", path, None, None, "default", table, samples, None, None, since,
+                      until, service)
+    database = url.path.strip("/") or "default"
+    if not _NAME.match(database):
+        raise StoreError(f"the database name in the ClickHouse URL must be letters, digits "
+                         f"and _: {database!r}")
+    if not url.hostname:
+        raise StoreError("a clickhouse URL names a host: clickhouse://HOST[:PORT]/DATABASE")
+    user = urllib.parse.unquote(url.username) if url.username else \
+        os.environ.get("CLICKHOUSE_USER")
+    password = urllib.parse.unquote(url.password) if url.password is not None else \
+        os.environ.get("CLICKHOUSE_PASSWORD")
+    try:
+        port = url.port or 8123
+    except ValueError as e:
+        raise StoreError(f"the port in the ClickHouse URL is not a port: {e}") from None
+    return Remote("clickhouse", None, url.hostname, port, database, table, samples, user,
+                  password, since, until, service)
+
+
+def _time(value: Optional[str], what: str) -> Optional[int]:
+    """Epoch ns of an ISO 8601 time (UTC unless it says) or of epoch seconds."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(round(float(value) * 1e9))
+    except ValueError:
+        pass
+    try:
+        at = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise StoreError(f"the ClickHouse URL's {what} is neither an ISO 8601 time nor epoch "
+                         f"seconds: {value!r}") from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=datetime.timezone.utc)
+    delta = at - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000

@@ -1,0 +1,222 @@
+"""ClickHouse as a source (store/clickhouse.py) on chdb, in-process ClickHouse: spans written
+the way the OpenTelemetry Collector's ClickHouse exporter writes them (its otel_traces schema)
+are analysed as the same spans from files are; `agentscope export clickhouse` and
+`agentscope analyze chdb://...` round-trip a trace directory to the same analysis."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import agentscope
+from agentscope.errors import StoreError
+from agentscope.exporters import clickhouse as clickhouse_out
+from agentscope.store import clickhouse
+
+from .test_batches import _messy_traces
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _same_analysis(a, b):
+    """Every result of two analyses equal, but what the loads said (files differ)."""
+    da, db = a.to_dict(), b.to_dict()
+    da["summary"].pop("load"), db["summary"].pop("load")
+    assert da == db
+    for frame in ("tasks", "critical_path"):
+        x = getattr(a, frame).sort_values(list(getattr(a, frame).columns[:2])).reset_index(
+            drop=True)
+        y = getattr(b, frame).sort_values(list(getattr(b, frame).columns[:2])).reset_index(
+            drop=True)
+        assert x.equals(y), frame
+    spans = "SELECT * EXCLUDE (file_id) FROM spans ORDER BY trace_id, span_id"
+    x, y = a.query(spans), b.query(spans)
+    assert x.drop(columns="attrs").equals(y.drop(columns="attrs"))
+    # the exporter's attributes are text: a number or a list arrives as its JSON
+    assert [_as_text(t) for t in x["attrs"]] == [_as_text(t) for t in y["attrs"]]
+
+
+def _as_text(attrs: str) -> dict:
+    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+            for k, v in json.loads(attrs).items()}
+
+
+def _round_trip(directory: Path, tmp_path: Path):
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    direct = agentscope.analyze(directory, db=":memory:")
+    written = clickhouse_out.export(direct, url)
+    assert written.spans == direct.summary.spans or written.spans >= direct.summary.spans
+    back = agentscope.analyze(url)
+    assert back.source == url and "ch" in back.source
+    return direct, back, written
+
+
+def test_sample_traces_round_trip_to_the_same_analysis(tmp_path):
+    direct, back, written = _round_trip(REPO / "sample_traces", tmp_path)
+    assert written.samples > 1000 and back.load.samples_added == written.samples
+    assert len(direct.task_results) == 50
+    # the verdicts rest on the counters and the accounting, which travelled as the
+    # exporter's string attributes and the samples table
+    assert direct.summary.measured_share > 0.5
+    _same_analysis(direct, back)
+
+
+def test_messy_traces_round_trip(tmp_path):
+    """Orphans, gaps between roots, children outside their parent, zero-length spans, errors,
+    spans without accounting, 10 Hz host counters."""
+    traces = tmp_path / "traces"
+    _messy_traces(traces, 3)
+    direct, back, _ = _round_trip(traces, tmp_path)
+    assert any(t.orphans for t in direct.task_results)
+    _same_analysis(direct, back)
+
+
+def _collector_rows(path: Path):
+    """Two traces as the Collector's exporter writes them (into chdb at ``path``): enum names
+    in either spelling, every attribute a string, the scope in its own column, events and links
+    nested."""
+    from chdb import session
+
+    con = session.Session(str(path))
+    con.query(clickhouse._sql("otel_traces.sql").format(table="`default`.`otel_traces`"))
+    con.query("""INSERT INTO `default`.`otel_traces` (Timestamp, TraceId, SpanId, ParentSpanId,
+        SpanName, SpanKind, ServiceName, ResourceAttributes, ScopeName, SpanAttributes,
+        Duration, StatusCode, StatusMessage, `Events.Timestamp`, `Events.Name`,
+        `Events.Attributes`, `Links.TraceId`, `Links.SpanId`, `Links.TraceState`,
+        `Links.Attributes`) VALUES
+        (fromUnixTimestamp64Nano(toInt64(1800000000000000000)),
+         '0AF7651916CD43DD8448EB211C80319C', 'B7AD6B7169203331', '', 'agent.run',
+         'Server', 'svc-a', map('host.name', 'h1', 'process.pid', '4242'), 'my.scope',
+         map('agentscope.stage', 'task', 'agentscope.cpu.thread_ns', '1500000000',
+             'thread.id', '77', 'gen_ai.usage.input_tokens', '12',
+             'agentscope.analysis.bottleneck', 'cpu'),
+         2000000000, 'Error', 'boom', [fromUnixTimestamp64Nano(toInt64(1800000000500000000))],
+         ['exception'], [map('exception.type', 'TimeoutError')],
+         ['0af7651916cd43dd8448eb211c80319d'], ['00f067aa0ba902b7'], [''], [map('k', 'v')]),
+        (fromUnixTimestamp64Nano(toInt64(1800000000100000000)),
+         '0AF7651916CD43DD8448EB211C80319C', '00F067AA0BA902B7', 'B7AD6B7169203331', 'llm',
+         'SPAN_KIND_CLIENT', 'svc-a', map(), '', map('agentscope.cpu.thread_ns', 'nope',
+         'agentscope.page_faults.major', '-3'), 1000000000, 'STATUS_CODE_OK', '', [], [],
+         [], [], [], [], []),
+        (fromUnixTimestamp64Nano(toInt64(1800003600000000000)),
+         '1AF7651916CD43DD8448EB211C80319C', 'C7AD6B7169203331', '', 'later', 'Unspecified',
+         'svc-b', map(), '', map(), 5, 'Unset', '', [], [], [], [], [], [], [])""")
+    con.close()
+
+
+def test_the_collectors_own_rows_are_read_as_its_otlp(tmp_path):
+    _collector_rows(tmp_path / "ch")
+    a = agentscope.analyze(f"chdb://{tmp_path / 'ch'}")
+    assert not a.problems
+    spans = {r["span_id"]: r for r in a.query(
+        "SELECT * FROM spans ORDER BY start_ns").to_dict("records")}
+    root, child = spans["b7ad6b7169203331"], spans["00f067aa0ba902b7"]
+    assert root["trace_id"] == "0af7651916cd43dd8448eb211c80319c"
+    assert (root["kind"], root["status"], root["status_message"]) == ("server", "error", "boom")
+    assert (root["stage"], root["service"], root["host"], root["pid"]) == \
+        ("task", "svc-a", "h1", 4242)
+    assert (root["thread_cpu_ns"], root["tid"]) == (1_500_000_000, 77)
+    assert (root["start_ns"], root["end_ns"]) == (1_800_000_000_000_000_000,
+                                                  1_800_000_002_000_000_000)
+    attrs = json.loads(root["attrs"])
+    # accounting and stage became columns, the derived verdict was dropped, the scope kept
+    assert attrs == {"gen_ai.usage.input_tokens": "12", "otel.scope.name": "my.scope"}
+    assert json.loads(root["events"]) == [{"name": "exception",
+                                           "time_ns": 1_800_000_000_500_000_000,
+                                           "attrs": {"exception.type": "TimeoutError"}}]
+    assert json.loads(root["links"]) == [{"trace_id": "0af7651916cd43dd8448eb211c80319d",
+                                          "span_id": "00f067aa0ba902b7", "attrs": {"k": "v"}}]
+    assert (child["kind"], child["status"], child["parent_span_id"]) == \
+        ("client", "ok", "b7ad6b7169203331")
+    # not an integer, or out of its range: no measurement (as from OTLP)
+    assert child["thread_cpu_ns"] is None and child["majflt"] is None
+    assert spans["c7ad6b7169203331"]["kind"] == "internal"
+    assert len(a.task_results) == 2
+    timeout = next(t for t in a.task_results if t.name == "agent.run")
+    assert timeout.timeout_ns > 0  # the TimeoutError event, read as from any OTLP
+
+
+def test_a_window_and_a_service_read_whole_traces(tmp_path):
+    _collector_rows(tmp_path / "ch")
+    base = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    # the child started in the window: its whole trace comes, the root before it too
+    a = agentscope.analyze(base + "&since=1800000000.05&until=1800000000.2")
+    assert sorted(a.query("SELECT span_id FROM spans")["span_id"]) == \
+        ["00f067aa0ba902b7", "b7ad6b7169203331"]
+    b = agentscope.analyze(base + "&since=2027-01-15T08:30:00Z")
+    assert list(b.query("SELECT name FROM spans")["name"]) == ["later"]
+    c = agentscope.analyze(base + "&service=svc-b")
+    assert list(c.query("SELECT name FROM spans")["name"]) == ["later"]
+    assert agentscope.analyze(base + "&service=nobody").summary.tasks == 0
+    # a hostile service name is a value, never SQL
+    quoted = urllib.parse.quote("svc-b' OR 1=1 OR '\\")
+    assert agentscope.analyze(base + "&service=" + quoted).summary.tasks == 0
+
+
+@pytest.mark.parametrize("url, says", [
+    ("chdb://", "names a data directory"),
+    ("chdb:///x?table=a;drop", "letters, digits"),
+    ("chdb:///x?tabel=otel_traces", "unknown option"),
+    ("chdb:///x?since=yesterday", "neither an ISO 8601 time"),
+    ("chdb:///x?since=20&until=10", "not after its since"),
+    ("clickhouse:///db", "names a host"),
+    ("clickhouse://h/db-1", "letters, digits"),
+])
+def test_a_bad_url_is_a_clear_error(url, says):
+    with pytest.raises(StoreError, match=says):
+        clickhouse.parse(url)
+
+
+def test_a_missing_table_is_named(tmp_path):
+    with pytest.raises(StoreError, match="no such chdb data directory"):
+        agentscope.analyze(f"chdb://{tmp_path / 'ch'}?table=spans_here")
+    assert not (tmp_path / "ch").exists()  # (a typo makes no directory)
+    (tmp_path / "ch").mkdir()
+    with pytest.raises(StoreError, match="no table default.spans_here"):
+        agentscope.analyze(f"chdb://{tmp_path / 'ch'}?table=spans_here")
+
+
+def test_a_password_is_never_shown(tmp_path, monkeypatch):
+    monkeypatch.delenv("CLICKHOUSE_PASSWORD", raising=False)
+    remote = clickhouse.parse("clickhouse://ann:s3cr%40t@localhost:1/db?table=t")
+    assert remote.password == "s3cr@t" and "s3cr" not in remote.display
+    assert remote.display == "clickhouse://ann@localhost:1/db?table=t"
+    url, password = clickhouse.without_password("clickhouse://ann:s3cr%40t@localhost:1/db")
+    assert (url, password) == ("clickhouse://ann@localhost:1/db", "s3cr@t")
+    monkeypatch.setenv("CLICKHOUSE_PASSWORD", "from-env")
+    assert clickhouse.parse(url).password == "from-env"
+    # the command line: nothing listens on port 1, so the connection fails; the error and
+    # everything else it printed name the URL without the password
+    got = subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", "analyze", "-v",
+         "clickhouse://ann:s3cr%40t@127.0.0.1:1/db?table=t"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert got.returncode == 1, got.stderr
+    assert "s3cr" not in got.stdout + got.stderr
+    assert "clickhouse://ann@127.0.0.1:1/db" in got.stderr
+
+
+def test_the_cli_exports_and_analyses_clickhouse(tmp_path):
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    source = REPO / "sample_traces" / "cpu"
+    out = subprocess.run([sys.executable, "-m", "agentscope.cli", "export", "clickhouse",
+                          str(source), "--to", url, "--db", str(tmp_path / "a.duckdb")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "spans and" in out.stderr + out.stdout
+    got = subprocess.run([sys.executable, "-m", "agentscope.cli", "analyze", url, "--format",
+                          "json"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert got.returncode == 0, got.stderr
+    want = subprocess.run([sys.executable, "-m", "agentscope.cli", "analyze", str(source),
+                           "--format", "json", "--db", str(tmp_path / "b.duckdb")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    a, b = json.loads(got.stdout), json.loads(want.stdout)
+    a["summary"].pop("load"), b["summary"].pop("load")
+    assert a == b and a["tasks"]
+    assert np.isfinite(a["summary"]["critical_path_s"])
