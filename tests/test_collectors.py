@@ -648,6 +648,13 @@ def test_a_blocking_source_does_not_delay_the_others(tmp_path):
     assert {r.source for r in rows if r.metric == "agentscope.collector.up"} >= {"slow"}
 
 
+def _sigint_as_by_default() -> None:
+    # (a suite started in the background, `pytest &`, ignores SIGINT, and an ignored signal
+    # is inherited: the program `run` starts would ignore the SIGINT it forwards, as it would
+    # if started in the background without agentscope)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_run_forwards_sigint_sent_to_it_alone(tmp_path):
     """`kill -INT <agentscope run>` (not a Ctrl-C at a terminal) reaches the program."""
     ready = tmp_path / "ready"
@@ -662,7 +669,7 @@ def test_run_forwards_sigint_sent_to_it_alone(tmp_path):
     """)
     p = _run_until_ready(tmp_path, code, ready, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=_sigint_as_by_default)
     p.send_signal(signal.SIGINT)
     assert p.wait(30) == 3
     assert (tmp_path / "got").read_text() == "int"
