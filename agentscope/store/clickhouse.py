@@ -81,6 +81,16 @@ class Connection:
     def command(self, statement: str) -> None:
         self.text(statement)
 
+    def to_file(self, statement: str, fmt: str, path: Path, settings: str = "") -> None:
+        """Write the output of ``statement`` in the format ``fmt`` to the new file ``path``
+        (chdb writes it itself: no copy of it in Python)."""
+        if self._session is not None:
+            self.text(f"{statement}\nINTO OUTFILE {_literal(str(path))}", fmt, settings)
+            if not path.exists():  # (nothing selected)
+                path.write_bytes(b"")
+        else:
+            path.write_bytes(self.text(statement, fmt, settings).encode())
+
     def close(self) -> None:
         if self._session is not None:
             self._session.close()
@@ -143,34 +153,75 @@ def spans_query(remote: Remote) -> str:
         accounting=accounting, consumed=consumed, columns=", ".join(SPAN_COLUMNS))
 
 
-def read_into(remote: Remote, directory: Path) -> tuple:
+def read_into(remote: Remote, directory: Path, apart: bool = True) -> tuple:
     """Write ``remote``'s spans (whole traces in its window) and the samples over their time
     into ``directory`` as a span file and a sample file, for the store to load: (spans,
-    samples) written."""
+    samples) written. chdb runs in a child process (``apart``): ClickHouse's engine keeps
+    what it allocated (0.3 GB loaded, several more for a large read), which the analysis
+    after it would otherwise carry."""
     if remote.scheme == "chdb" and not Path(remote.path).is_dir():
         raise StoreError(f"{remote.display}: no such chdb data directory")
+    if remote.scheme == "chdb" and apart:
+        return _read_apart(remote, directory)
     con = Connection(remote)
     try:
         if not _exists(con, remote, remote.table):
             raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table} "
                              "(the Collector's ClickHouse exporter makes otel_traces; "
                              "`agentscope export clickhouse` makes one from trace files)")
-        spans = con.text(spans_query(remote), "JSONEachRow", _OUTPUT)
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "spans-clickhouse-0-1.jsonl").write_text(spans)
-        n_spans = spans.count("\n")
+        spans = directory / "spans-clickhouse-0-1.jsonl"
+        con.to_file(spans_query(remote), "JSONEachRow", spans, _OUTPUT)
+        n_spans = _lines(spans)
         n_samples = 0
         if n_spans and _exists(con, remote, remote.samples):
-            bounds = con.text(f"SELECT min(start_ns), max(end_ns) FROM ({spans_query(remote)})",
-                              "TabSeparated").split()
-            samples = con.text(_sql("samples_of_agentscope_samples.sql").format(
-                table=remote.quoted(remote.samples), since_ns=int(bounds[0]),
-                until_ns=int(bounds[1])), "JSONEachRow", _OUTPUT)
-            (directory / "samples-clickhouse-0-1.jsonl").write_text(samples)
-            n_samples = samples.count("\n")
+            window, near = _window(remote)
+            first, last = (int(x) for x in con.text(_sql("bounds_of_otel_traces.sql").format(
+                table=remote.quoted(remote.table), window=window, near=near),
+                "TabSeparated").split())
+            samples = directory / "samples-clickhouse-0-1.jsonl"
+            con.to_file(_sql("samples_of_agentscope_samples.sql").format(
+                table=remote.quoted(remote.samples), since_ns=first, until_ns=last),
+                "JSONEachRow", samples, _OUTPUT)
+            n_samples = _lines(samples)
         return n_spans, n_samples
     finally:
         con.close()
+
+
+def _read_apart(remote: Remote, directory: Path) -> tuple:
+    """:func:`read_into` in a child process (the remote as JSON: no password in argv)."""
+    import subprocess
+    import sys
+
+    got = subprocess.run(
+        [sys.executable, "-c", "import sys; from agentscope.store.clickhouse import _child; "
+         "_child()", str(directory)], input=json.dumps(remote._asdict()), text=True,
+        capture_output=True)
+    if got.returncode != 0:
+        said = got.stderr.strip().splitlines()
+        raise StoreError(said[-1] if said else f"{remote.display}: the reader exited with "
+                         f"{got.returncode}")
+    spans, samples = (int(x) for x in got.stdout.split())
+    return spans, samples
+
+
+def _child() -> None:
+    """The child of :func:`_read_apart`: the remote on stdin, the directory in argv."""
+    import sys
+
+    remote = Remote(**json.loads(sys.stdin.read()))
+    try:
+        spans, samples = read_into(remote, Path(sys.argv[1]), apart=False)
+    except StoreError as e:
+        print(str(e), file=sys.stderr)
+        sys.exit(2)
+    print(spans, samples)
+
+
+def _lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
 
 
 def _exists(con: Connection, remote: Remote, table: str) -> bool:

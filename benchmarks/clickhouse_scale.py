@@ -1,0 +1,94 @@
+"""`agentscope analyze chdb://...` against `agentscope analyze DIR` (DuckDB), the same spans.
+
+Generated span files of N million spans (gen_traces.py, 97 spans a task) are written into an
+`otel_traces` table in chdb by `agentscope export clickhouse` (its time reported too), then
+each CLI runs in a child process with a fresh store, interleaved: wall time and peak RSS of the
+process (the launcher of analyze_throughput.py). The chdb path today selects the spans in
+ClickHouse and analyses them in the embedded store (docs/clickhouse.md), so the figure is the
+price of reading them from ClickHouse; the issue's target (chdb at least as fast as DuckDB at
+5M spans, below 1.5 GB at 20M) waits for the analysis inside ClickHouse.
+
+    python benchmarks/clickhouse_scale.py --millions 1 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from analyze_throughput import _LAUNCHER
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def cli(args: list, work: Path) -> tuple:
+    """(wall s, peak RSS MB) of `agentscope ARGS` in a child process, its output discarded."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed (analyze_throughput.py)
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, sys.executable, "-m",
+                           "agentscope.cli", *args], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, cwd=work, env=env)
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, err[-2000:]
+    wall, rss = (float(x) for x in err.strip().splitlines()[-1].split())
+    return wall, rss
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--millions", default="1", help="sizes, comma-separated [1]")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each CLI (median reported)")
+    args = ap.parse_args()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "agentscope")],
+                   check=True, stdout=subprocess.DEVNULL)
+    work = Path(tempfile.mkdtemp(prefix="agentscope-clickhouse-bench-"))
+    print(f"clickhouse_scale: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(f"{'spans':>10} {'path':<34} {'median s':>9} {'runs':>22} {'peak MB':>9}")
+    try:
+        for millions in [float(x) for x in args.millions.split(",") if x]:
+            directory, ch = work / f"spans-{millions:g}M", work / f"ch-{millions:g}M"
+            subprocess.run([sys.executable, "gen_traces.py", str(directory), "--tasks",
+                            str(int(millions * 1e6 / 97))], cwd=HERE, check=True,
+                           stdout=subprocess.DEVNULL)
+            ch.mkdir()
+            url = f"chdb://{ch}?table=otel_traces"
+            wall, rss = cli(["export", "clickhouse", str(directory), "--to", url, "--db",
+                             str(work / "export.duckdb"), "-q"], work)
+            (work / "export.duckdb").unlink(missing_ok=True)
+            spans = _count(directory)
+            print(f"{spans:>10} {'export clickhouse (files to chdb)':<34} {wall:>9.2f} "
+                  f"{'':>22} {rss:>9.0f}")
+            got: dict = {"duckdb": [], "chdb": []}
+            for _ in range(args.runs):
+                db = work / "run.duckdb"
+                for p in (db, Path(str(db) + ".wal")):
+                    p.unlink(missing_ok=True)
+                got["duckdb"].append(cli(["analyze", str(directory), "--db", str(db), "-q"],
+                                         work))
+                got["chdb"].append(cli(["analyze", url, "-q"], work))
+            for name, label in (("duckdb", "analyze DIR (DuckDB)"),
+                                ("chdb", "analyze chdb://... (read, DuckDB)")):
+                walls = sorted(w for w, _ in got[name])
+                runs = ", ".join(f"{w:.2f}" for w in walls)
+                print(f"{spans:>10} {label:<34} {statistics.median(walls):>9.2f} {runs:>22} "
+                      f"{max(r for _, r in got[name]):>9.0f}")
+            shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(ch, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _count(directory: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in directory.glob("*.jsonl"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
