@@ -220,3 +220,22 @@ def test_the_cli_exports_and_analyses_clickhouse(tmp_path):
     a["summary"].pop("load"), b["summary"].pop("load")
     assert a == b and a["tasks"]
     assert np.isfinite(a["summary"]["critical_path_s"])
+
+
+def test_text_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(tmp_path):
+    """ClickHouse strings are bytes: a name that is not UTF-8 still loads (U+FFFD for what
+    cannot be read), as the rest of the table does."""
+    from chdb import session
+
+    (tmp_path / "ch").mkdir()
+    con = session.Session(str(tmp_path / "ch"))
+    con.query(clickhouse._sql("otel_traces.sql").format(table="`default`.`otel_traces`"))
+    con.query("INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, "
+              "SpanKind, ServiceName, Duration, StatusCode) VALUES "
+              "(fromUnixTimestamp64Nano(toInt64(1800000000000000000)), "
+              "'0af7651916cd43dd8448eb211c80319c', 'b7ad6b7169203331', '', unhex('61FF62'), "
+              "'Server', 'svc', 1000, 'Ok')")
+    con.close()
+    a = agentscope.analyze(f"chdb://{tmp_path / 'ch'}")
+    assert not a.problems
+    assert list(a.query("SELECT name FROM spans")["name"]) == ["a\ufffdb"]

@@ -28,9 +28,11 @@ from .schema import SPAN_COLUMNS, SQL_DIR
 MAX_MEMORY_BYTES = 4 << 30
 MAX_EXECUTION_S = 600
 _SETTINGS = (f"max_memory_usage = {MAX_MEMORY_BYTES}, max_execution_time = {MAX_EXECUTION_S}")
+# JSON lines as our files have them: integers as numbers, events and links as objects, and
+# text that is not UTF-8 (ClickHouse strings are bytes) with its bad bytes replaced
 _OUTPUT = ("output_format_json_quote_64bit_integers = 0, "
            "output_format_json_named_tuples_as_objects = 1, "
-           "output_format_json_quote_denormals = 0")
+           "output_format_json_quote_denormals = 0, output_format_json_validate_utf8 = 1")
 _BOUNDS = {name: (lo, hi) for name, lo, hi in INT_FIELDS}
 # rows of data in one INSERT (each INSERT's text is parsed whole: ClickHouse's max_query_size)
 _INSERT_BYTES = 200_000
