@@ -434,12 +434,16 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
     the task's shares and bottleneck with a confidence, and a fleet summary. Reads agentscope's
     own files and the traces other tools write, found by content: OTLP JSON/protobuf, Jaeger,
     Langfuse, any-agent, Phoenix, TraceLab; gzip/zstd of any (docs/file-formats.md). Files
-    loaded before are skipped; new lines of growing files are added.
+    loaded before are skipped; new lines of growing files are added. SOURCE may also be
+    the OpenTelemetry Collector's ClickHouse table: chdb://PATH or
+    clickhouse://USER@HOST/DB, with ?table=, since=, until=, service=
+    (docs/clickhouse.md; the [clickhouse] extra).
 
     \b
     Examples:
         agentscope analyze traces/
         agentscope analyze langfuse-export.trace.json
+        agentscope analyze 'chdb:///data/ch?table=otel_traces&since=2026-12-04T09:00'
         agentscope analyze traces/ --format json > report.json
         agentscope analyze traces/ --format json --detail tasks | jq '.tasks[0]'
         agentscope analyze traces/ --format markdown >> $GITHUB_STEP_SUMMARY
