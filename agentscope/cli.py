@@ -185,6 +185,27 @@ def _source(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
+_WINDOW_KEY = "agentscope.window"
+
+
+def _window(f):
+    """``--since``, ``--until``, ``--service``: what of a ClickHouse SOURCE is read (kept in
+    the context for :func:`_analysis`)."""
+    def keep(ctx: click.Context, param: click.Parameter, value: "str | None") -> None:
+        if value is not None:
+            ctx.meta.setdefault(_WINDOW_KEY, {})[param.name] = value
+
+    for name, metavar, help_ in reversed((
+            ("since", "TIME", "With a ClickHouse SOURCE: only traces with a span that started "
+                              "at or after TIME (ISO 8601, UTC unless it says; or epoch s)."),
+            ("until", "TIME", "With a ClickHouse SOURCE: ... before TIME."),
+            ("service", "NAME", "With a ClickHouse SOURCE: only traces with a span of this "
+                                "service."))):
+        f = click.option(f"--{name}", metavar=metavar, default=None, expose_value=False,
+                         callback=keep, help=help_)(f)
+    return f
+
+
 def _db_option(f):
     return click.option(
         "--db", type=click.Path(dir_okay=False, path_type=str), default=None,
@@ -231,6 +252,15 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False, reuse: bool
     changed since it (open_store: what ``query`` reads)."""
     from .analysis import analyze, open_store
 
+    window = click.get_current_context().meta.get(_WINDOW_KEY)
+    if window:
+        from . import urls
+
+        if not urls.is_url(trace_dir):
+            raise click.UsageError("--since, --until and --service choose what of a ClickHouse "
+                                   "SOURCE is read (chdb://, clickhouse://); a directory or "
+                                   "file is read whole")
+        trace_dir = urls.with_window(trace_dir, **window)
     quiet = quiet or _level() == QUIET
     bar = None if quiet else _ProgressBar()
     started = time.perf_counter()
@@ -404,6 +434,7 @@ def check(trace_dir: str, fmt: str, max_problems: int) -> None:
 
 @main.command()
 @_trace_dir
+@_window
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]),
               default="table", show_default=True, help="Output format.")
 @_db_option
@@ -515,6 +546,7 @@ def _show_task(analysis, selector: str, fmt: str) -> None:
 
 @main.command()
 @_trace_dir
+@_window
 @click.option("--speedup", "speedup", multiple=True, metavar="KIND:VALUE=FACTOR",
               help="Make the selected spans' own time FACTOR times faster (repeatable); "
                    "KIND is stage, name, class or service, e.g. stage:tool=2, "
@@ -579,6 +611,7 @@ def whatif(trace_dir: str, speedup: tuple, cpus: "int | None", slots: tuple, fmt
 
 @main.command()
 @_trace_dir
+@_window
 @click.option("--price", "prices", multiple=True, metavar="RESOURCE=USD",
               help="A price: gpu=USD per GPU-hour, cpu=USD per core-hour, mem=USD per "
                    "GB-hour (repeatable). Without prices, costs are in resource-seconds.")
@@ -629,6 +662,7 @@ def plan(trace_dir: str, prices: tuple, gpu_target: float, fmt: str, db: "str | 
 
 @main.command()
 @_trace_dir
+@_window
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=str),
               required=True, help="Where to write the report (one self-contained file).")
 @_db_option
@@ -664,6 +698,7 @@ def report(trace_dir: str, html_path: str, db: "str | None", timelines: int) -> 
 
 @main.command()
 @_trace_dir
+@_window
 @click.argument("statement")
 @_db_option
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
@@ -987,6 +1022,7 @@ def export_clickhouse(trace_dir: str, url: str, db: "str | None") -> None:
 
 @export.command("otlp")
 @_trace_dir
+@_window
 @click.option("--out", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="File to write, one OTLP/JSON request a line (the OpenTelemetry Collector "
                    "file exporter's format); gzip'ed when it ends in .gz.")

@@ -139,3 +139,19 @@ def _time(value: Optional[str], what: str) -> Optional[int]:
         at = at.replace(tzinfo=datetime.timezone.utc)
     delta = at - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def with_window(source: str, since: Optional[str] = None, until: Optional[str] = None,
+                service: Optional[str] = None) -> str:
+    """``source`` with these options in its query string (each replacing the URL's own): what
+    ``--since``, ``--until`` and ``--service`` of the command line choose. StoreError for a
+    value :func:`parse` refuses."""
+    url = urllib.parse.urlsplit(source)
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(url.query, keep_blank_values=True)]
+    given = {k: v for k, v in (("since", since), ("until", until), ("service", service))
+             if v is not None}
+    query = [(k, v) for k, v in query if k not in given] + list(given.items())
+    # (not urlunsplit: it drops the // of chdb:///PATH, whose host is empty)
+    out = source.split("?", 1)[0].split("#", 1)[0] + "?" + urllib.parse.urlencode(query)
+    parse(out)  # (refused here, naming the value, rather than at the first query)
+    return out

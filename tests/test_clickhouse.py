@@ -239,3 +239,30 @@ def test_text_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(tmp_path):
     a = agentscope.analyze(f"chdb://{tmp_path / 'ch'}")
     assert not a.problems
     assert list(a.query("SELECT name FROM spans")["name"]) == ["a\ufffdb"]
+
+
+def test_the_window_options_of_the_command_line(tmp_path):
+    """--since, --until and --service set the URL's window (replacing its own); a directory
+    is read whole, so they are a usage error there."""
+    from agentscope import urls
+
+    _collector_rows(tmp_path / "ch")
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces&service=svc-a"
+    assert urls.with_window(url, service="svc-b") == \
+        f"chdb://{tmp_path / 'ch'}?table=otel_traces&service=svc-b"
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "agentscope.cli", *args],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+    got = run("query", url, "--service", "svc-b", "SELECT name FROM spans", "--format", "csv")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["name", "later"]
+    got = run("query", url, "--since", "2027-01-15T08:00:00.05Z", "--until", "1800000000.2",
+              "SELECT count(*) AS n FROM spans", "--format", "csv")
+    # svc-a's child started in the window: its whole trace, the root before it too
+    assert got.stdout.split() == ["n", "2"]
+    got = run("analyze", str(REPO / "sample_traces" / "cpu"), "--since", "2026-01-01")
+    assert got.returncode == 2 and "a directory or file is read whole" in got.stderr
+    got = run("analyze", url, "--until", "soon")
+    assert got.returncode == 1 and "'soon'" in got.stderr
