@@ -176,13 +176,14 @@ def _source(ctx: click.Context, param: click.Parameter, value: str) -> str:
     if "://" not in value:
         return value
     from . import urls
+    from .errors import StoreError
 
     if not urls.is_url(value):
         return value
-    value, password = urls.without_password(value)
-    if password is not None:
-        os.environ["CLICKHOUSE_PASSWORD"] = password
-    return value
+    try:
+        return urls.without_password(value)
+    except StoreError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 _WINDOW_KEY = "agentscope.window"
@@ -869,7 +870,12 @@ def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: fl
         agentscope serve traces/                      # scrape localhost:9464/metrics
         agentscope serve traces/ --address 0.0.0.0 --port 9464
     """
+    from . import urls
     from .exporters.prometheus import serve as serve_metrics
+
+    if urls.is_url(trace_dir):
+        raise click.UsageError("serve watches a trace directory; a ClickHouse source is not "
+                               "served yet (docs/clickhouse.md)")
 
     try:
         serve_metrics(trace_dir, db, refresh, port, address, ready=lambda url: _say(
@@ -1007,13 +1013,15 @@ def export_clickhouse(trace_dir: str, url: str, db: "str | None") -> None:
         agentscope analyze 'chdb:///data/ch?table=otel_traces'
     """
     from . import urls
+    from .errors import StoreError
     from .exporters import clickhouse as clickhouse_out
 
-    url, password = urls.without_password(url) if urls.is_url(url) else (url, None)
-    if password is not None:
-        os.environ["CLICKHOUSE_PASSWORD"] = password
     if not urls.is_url(url):
         raise click.UsageError("--to takes a chdb:// or clickhouse:// URL")
+    try:
+        url = urls.without_password(url)
+    except StoreError as e:
+        raise click.BadParameter(str(e), param_hint="--to") from None
     analysis = _analysis(trace_dir, db)
     done = clickhouse_out.export(analysis, url)
     _say(inert(f"wrote {done.spans} spans and {done.samples} samples to {done.target}"))

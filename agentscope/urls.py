@@ -10,6 +10,7 @@ outputs show of a URL (:attr:`Remote.display`) never holds a password.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import re
 import urllib.parse
@@ -21,6 +22,9 @@ SCHEMES = ("chdb", "clickhouse")
 DEFAULT_TABLE = "otel_traces"
 DEFAULT_SAMPLES = "agentscope_samples"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# the last second a signed 64-bit count of nanoseconds holds (2262-04-11), less a day: a
+# window is widened by a day either side
+LAST_S = (1 << 63) // 1_000_000_000 - 86_400
 
 
 class Remote(NamedTuple):
@@ -59,17 +63,33 @@ def is_url(source: Any) -> bool:
         and "://" in source
 
 
-def without_password(source: str) -> tuple:
-    """(``source`` without the password in its URL, that password or None): the command line
-    passes the password on in ``CLICKHOUSE_PASSWORD``, so that no output can show it."""
+# passwords taken out of URLs (without_password), by (host, port, user): each URL keeps its
+# own, and no output shows them
+_PASSWORDS: dict = {}
+
+
+def without_password(source: str) -> str:
+    """``source`` without the password in its URL: the command line keeps the password here,
+    for :func:`parse` of the same server and user, so that no output can show it."""
     url = urllib.parse.urlsplit(source)
-    if url.password is None:
-        return source, None
+    if "@" in url.path or "@" in url.query or "@" in url.fragment:
+        # (a password with an unencoded / ? or #: urlsplit cut it; echo none of it)
+        raise StoreError("the ClickHouse URL's password must be percent-encoded (/ as %2F, "
+                         "? as %3F, # as %23, @ as %40), or given in CLICKHOUSE_PASSWORD")
+    try:
+        password = url.password
+        port = url.port or 8123
+    except ValueError:
+        raise StoreError("the ClickHouse URL's host or port cannot be read (a password "
+                         "must be percent-encoded)") from None
+    if password is None:
+        return source
     user = url.username or ""
+    _PASSWORDS[(url.hostname, port, urllib.parse.unquote(user))] = \
+        urllib.parse.unquote(password)
     host = url.netloc.rsplit("@", 1)[1]
     netloc = f"{user}@{host}" if user else host
-    return urllib.parse.urlunsplit(url._replace(netloc=netloc)), \
-        urllib.parse.unquote(url.password)
+    return urllib.parse.urlunsplit(url._replace(netloc=netloc))
 
 
 def parse(source: str) -> Remote:
@@ -112,12 +132,15 @@ def parse(source: str) -> Remote:
         raise StoreError("a clickhouse URL names a host: clickhouse://HOST[:PORT]/DATABASE")
     user = urllib.parse.unquote(url.username) if url.username else \
         os.environ.get("CLICKHOUSE_USER")
-    password = urllib.parse.unquote(url.password) if url.password is not None else \
-        os.environ.get("CLICKHOUSE_PASSWORD")
     try:
         port = url.port or 8123
-    except ValueError as e:
-        raise StoreError(f"the port in the ClickHouse URL is not a port: {e}") from None
+    except ValueError:
+        raise StoreError("the port in the ClickHouse URL is not a port") from None
+    if url.password is not None:
+        password = urllib.parse.unquote(url.password)
+    else:
+        password = _PASSWORDS.get((url.hostname, port, user or ""),
+                                  os.environ.get("CLICKHOUSE_PASSWORD"))
     return Remote("clickhouse", None, url.hostname, port, database, table, samples, user,
                   password, since, until, service)
 
@@ -127,9 +150,13 @@ def _time(value: Optional[str], what: str) -> Optional[int]:
     if value is None or value == "":
         return None
     try:
-        return int(round(float(value) * 1e9))
+        seconds = float(value)
     except ValueError:
-        pass
+        seconds = None
+    if seconds is not None:
+        if not math.isfinite(seconds) or not 0 <= seconds < LAST_S:
+            raise StoreError(f"the ClickHouse URL's {what} is outside 1970-2262: {value!r}")
+        return int(round(seconds * 1e9))
     try:
         at = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -138,7 +165,10 @@ def _time(value: Optional[str], what: str) -> Optional[int]:
     if at.tzinfo is None:
         at = at.replace(tzinfo=datetime.timezone.utc)
     delta = at - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    seconds = delta.days * 86_400 + delta.seconds
+    if not 0 <= seconds < LAST_S:
+        raise StoreError(f"the ClickHouse URL's {what} is outside 1970-2262: {value!r}")
+    return seconds * 1_000_000_000 + delta.microseconds * 1000
 
 
 def with_window(source: str, since: Optional[str] = None, until: Optional[str] = None,

@@ -187,10 +187,11 @@ def test_a_password_is_never_shown(tmp_path, monkeypatch):
     remote = clickhouse.parse("clickhouse://ann:s3cr%40t@localhost:1/db?table=t")
     assert remote.password == "s3cr@t" and "s3cr" not in remote.display
     assert remote.display == "clickhouse://ann@localhost:1/db?table=t"
-    url, password = clickhouse.without_password("clickhouse://ann:s3cr%40t@localhost:1/db")
-    assert (url, password) == ("clickhouse://ann@localhost:1/db", "s3cr@t")
+    url = clickhouse.without_password("clickhouse://ann:s3cr%40t@localhost:1/db")
+    assert url == "clickhouse://ann@localhost:1/db"
+    assert clickhouse.parse(url).password == "s3cr@t"  # (kept for this server and user)
     monkeypatch.setenv("CLICKHOUSE_PASSWORD", "from-env")
-    assert clickhouse.parse(url).password == "from-env"
+    assert clickhouse.parse("clickhouse://bob@localhost:1/db").password == "from-env"
     # the command line: nothing listens on port 1, so the connection fails; the error and
     # everything else it printed name the URL without the password
     got = subprocess.run(
@@ -266,3 +267,72 @@ def test_the_window_options_of_the_command_line(tmp_path):
     assert got.returncode == 2 and "a directory or file is read whole" in got.stderr
     got = run("analyze", url, "--until", "soon")
     assert got.returncode == 1 and "'soon'" in got.stderr
+
+
+def test_a_bad_row_is_named_by_the_url_and_the_rest_loads(tmp_path):
+    """A row that is not a span (an id that is not hex) is a problem naming the URL and its
+    row, in every output; the other rows load. No password is in the name."""
+    from chdb import session
+
+    _collector_rows(tmp_path / "ch")
+    con = session.Session(str(tmp_path / "ch"))
+    con.query("INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, "
+              "SpanKind, ServiceName, Duration, StatusCode) VALUES "
+              "(fromUnixTimestamp64Nano(toInt64(1800000000300000000)), "
+              "'2af7651916cd43dd8448eb211c80319c', 'not-hex!', '', 'bad', 'Server', 'svc-c', "
+              "5, 'Ok')")
+    con.close()
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    a = agentscope.analyze(url)
+    assert [p.path for p in a.problems] == [f"{url} (span rows)"]
+    assert a.problems[0].line is not None and "span_id" in a.problems[0].reason
+    assert a.to_dict()["problems"][0]["file"] == f"{url} (span rows)"
+    assert a.summary.spans == 3  # (the three good rows)
+    got = subprocess.run([sys.executable, "-m", "agentscope.cli", "analyze", url],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert got.returncode == 1 and "agentscope-clickhouse-" not in got.stdout + got.stderr
+
+
+def test_passwords_stay_with_their_urls(monkeypatch):
+    """Two servers, two passwords: each URL keeps its own (export from one to the other)."""
+    from agentscope import urls
+
+    monkeypatch.delenv("CLICKHOUSE_PASSWORD", raising=False)
+    a = urls.without_password("clickhouse://reader:pw-a@a.example:8123/db")
+    b = urls.without_password("clickhouse://writer:pw-b@b.example/db")
+    assert "pw-" not in a + b
+    assert urls.parse(a).password == "pw-a" and urls.parse(b).password == "pw-b"
+    assert urls.parse("clickhouse://other@a.example/db").password is None
+    for cut in ("pa#Zq9/wd", "pa/Zq9?wd", "Zq9?x"):
+        with pytest.raises(StoreError, match="percent-encoded") as e:
+            urls.without_password(f"clickhouse://u:{cut}@h/db")
+        assert "Zq9" not in str(e.value) and "wd" not in str(e.value)
+
+
+@pytest.mark.parametrize("option", ["until=9999-12-31", "since=2300-01-01", "since=1e30",
+                                    "since=inf", "until=1e300", "since=-5"])
+def test_a_window_outside_what_ns_hold_is_refused(option):
+    with pytest.raises(StoreError, match="outside 1970-2262"):
+        clickhouse.parse(f"chdb:///x?{option}")
+
+
+def test_export_takes_spans_larger_than_a_query(tmp_path):
+    """A span of 400 KB (a long prompt in its attributes: over ClickHouse's 256 KiB
+    max_query_size) is exported whole, and reads back the same."""
+    from agentscope.formats import spanfile
+    from agentscope.records import SpanRecord
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    long = "p" * 400_000
+    records = [SpanRecord(f"{k + 1:032x}", f"{k + 1:016x}", None, "chat", "inference",
+                          "client", 1_800_000_000_000_000_000 + k,
+                          1_800_000_001_000_000_000 + k, "ok", None, "svc", "h", 1, 1, None,
+                          None, None, None, None, None, None, None, {"gen_ai.prompt": long})
+               for k in range(3)]
+    (traces / "spans-h-1-1.jsonl").write_text("".join(spanfile.encode(r) for r in records))
+    direct, back, written = _round_trip(traces, tmp_path)
+    assert written.spans == 3
+    prompts = back.query("SELECT attrs FROM spans")["attrs"]
+    assert all(json.loads(a)["gen_ai.prompt"] == long for a in prompts)
+    _same_analysis(direct, back)

@@ -159,10 +159,13 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         except BaseException:
             store.close()
             raise
-    for problem in load.problems:
-        if problem.path.startswith(tmp):
-            kind = "span" if "spans-" in problem.path else "sample"
-            problem.path = f"{remote.display} ({kind} rows)"
+        # a problem names the URL and the row, not the files the rows passed through
+        labels = f"{remote.display} (span rows)", f"{remote.display} (sample rows)"
+        for directory in {tmp, os.path.realpath(tmp)}:
+            store.relabel_problems(directory, *labels)
+            for problem in load.problems:
+                if problem.path.startswith(directory.rstrip("/") + "/"):
+                    problem.path = labels["/spans-" not in problem.path]
     return store, load, []
 
 

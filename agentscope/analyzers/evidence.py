@@ -369,10 +369,10 @@ class Classified:
         why = None
         if self.why is not None:
             labels = self.why.blocker_label
-            at = {r: k for k, r in enumerate(rows.tolist())} if labels else {}
             why = self.why._replace(
                 blocker=None,  # (rows of other spans: the label below says who)
-                blocker_label={at[r]: label for r, label in labels.items() if r in at},
+                blocker_label={k: labels[r] for k, r in enumerate(rows.tolist())
+                               if r in labels} if labels else {},
                 **{name: np.asarray(getattr(self.why, name))[rows]
                    for name in _Why._fields if name not in ("blocker_label", "blocker")})
             if why.silent():

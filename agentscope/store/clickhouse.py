@@ -34,8 +34,10 @@ _OUTPUT = ("output_format_json_quote_64bit_integers = 0, "
            "output_format_json_named_tuples_as_objects = 1, "
            "output_format_json_quote_denormals = 0, output_format_json_validate_utf8 = 1")
 _BOUNDS = {name: (lo, hi) for name, lo, hi in INT_FIELDS}
-# rows of data in one INSERT (each INSERT's text is parsed whole: ClickHouse's max_query_size)
+# rows of data in one INSERT: in its text to a server (parsed whole: ClickHouse's
+# max_query_size, 256 KiB by default), from a file for chdb
 _INSERT_BYTES = 200_000
+_FILE_BYTES = 32 << 20
 
 
 class Connection:
@@ -50,7 +52,11 @@ class Connection:
             except ImportError:
                 raise StoreError("chdb:// needs the chdb package: pip install "
                                  "'agentscope[clickhouse]'") from None
-            self._session = session.Session(remote.path)
+            try:
+                self._session = session.Session(remote.path)
+            except Exception as e:  # noqa: BLE001 - chdb's own errors, named
+                raise StoreError(f"{remote.display}: cannot open it: {_short(str(e))}") \
+                    from None
             self._client = None
         else:
             try:
@@ -77,8 +83,8 @@ class Connection:
                 return self._session.query(statement, "").bytes().decode()
             return self._client.raw_query(statement).decode()
         except Exception as e:  # noqa: BLE001 - ClickHouse's errors, named
-            raise StoreError(f"{self.remote.display}: {_redacted(str(e), self.remote)}") \
-                from None
+            raise StoreError(f"{self.remote.display}: "
+                             f"{_short(_redacted(str(e), self.remote))}") from None
 
     def command(self, statement: str) -> None:
         self.text(statement)
@@ -100,6 +106,12 @@ class Connection:
             self._client.close()
 
 
+def _short(message: str, most: int = 600) -> str:
+    """ClickHouse's message without the query it quotes (a whole generated SELECT)."""
+    message = " ".join(message.split())
+    return message if len(message) <= most else message[:most] + " ..."
+
+
 def _redacted(message: str, remote: Remote) -> str:
     return message.replace(remote.password, "***") if remote.password else message
 
@@ -117,9 +129,10 @@ def _window(remote: Remote) -> tuple:
     """(the condition on a span that puts its trace in, the condition on the spans read)."""
     window, near = [], []
     day = 86_400 * 1_000_000_000
-    if remote.since is not None:
+    if remote.since is not None:  # (urls.parse keeps both within 1970-2262, less a day)
         window.append(f"Timestamp >= fromUnixTimestamp64Nano(toInt64({remote.since}))")
-        near.append(f"Timestamp >= fromUnixTimestamp64Nano(toInt64({remote.since - day}))")
+        near.append("Timestamp >= fromUnixTimestamp64Nano(toInt64("
+                    f"{max(remote.since - day, 0)}))")
     if remote.until is not None:
         window.append(f"Timestamp < fromUnixTimestamp64Nano(toInt64({remote.until}))")
         near.append(f"Timestamp < fromUnixTimestamp64Nano(toInt64({remote.until + day}))")
@@ -196,10 +209,14 @@ def _read_apart(remote: Remote, directory: Path) -> tuple:
     import subprocess
     import sys
 
+    import os
+
+    # (this process's sys.path: agentscope may be reachable only through it)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     got = subprocess.run(
         [sys.executable, "-c", "import sys; from agentscope.store.clickhouse import _child; "
          "_child()", str(directory)], input=json.dumps(remote._asdict()), text=True,
-        capture_output=True)
+        capture_output=True, env=env)
     if got.returncode != 0:
         said = got.stderr.strip().splitlines()
         raise StoreError(said[-1] if said else f"{remote.display}: the reader exited with "
@@ -248,11 +265,11 @@ _SPAN_INSERT = (
     "kind, service, resource, scope, '', attrs, toUInt64(dur), status, message, "
     "arrayMap(t -> fromUnixTimestamp64Nano(t), event_ts), event_name, event_attrs, "
     "link_trace, link_span, arrayMap(x -> '', link_trace), link_attrs "
-    "FROM format(JSONEachRow, {structure}, {data})")
+    "FROM {source}")
 _SAMPLE_INPUT = ("ts Int64, host String, pid Nullable(Int32), source String, "
                  "device Nullable(String), metric String, value Float64")
 _SAMPLE_INSERT = ("INSERT INTO {table} SELECT fromUnixTimestamp64Nano(ts), host, pid, source, "
-                  "device, metric, value FROM format(JSONEachRow, {structure}, {data})")
+                  "device, metric, value FROM {source}")
 # (the exporter's names for kinds and status codes: pdata's SpanKind and StatusCode)
 _KIND = {"internal": "Internal", "server": "Server", "client": "Client",
          "producer": "Producer", "consumer": "Consumer"}
@@ -310,30 +327,43 @@ def sample_line(row: dict) -> str:
 def write(remote: Remote, spans: Any, samples: Any) -> None:
     """Create ``remote``'s tables where missing (the Collector's ``otel_traces`` DDL, our
     samples DDL) and insert ``spans`` and ``samples`` (iterables of lines: :func:`span_line`,
-    :func:`sample_line`)."""
+    :func:`sample_line`), appending to what the tables hold. chdb reads the rows from files,
+    a chunk of :data:`_FILE_BYTES` at a time; a server gets them in the INSERT's text, a chunk
+    of :data:`_INSERT_BYTES` (its max_query_size)."""
+    import tempfile
+
     con = Connection(remote)
     try:
         if remote.scheme == "chdb":
             con.command(f"CREATE DATABASE IF NOT EXISTS `{remote.database}`")
         con.command(_sql("otel_traces.sql").format(table=remote.quoted(remote.table)))
         con.command(_sql("agentscope_samples.sql").format(table=remote.quoted(remote.samples)))
-        for lines, insert, structure, table in (
-                (spans, _SPAN_INSERT, _SPAN_INPUT, remote.table),
-                (samples, _SAMPLE_INSERT, _SAMPLE_INPUT, remote.samples)):
-            chunk: list = []
-            size = 0
-            for line in lines:
-                chunk.append(line)
-                size += len(line) + 1
-                if size >= _INSERT_BYTES:
-                    _insert(con, insert, structure, remote.quoted(table), chunk)
-                    chunk, size = [], 0
-            if chunk:
-                _insert(con, insert, structure, remote.quoted(table), chunk)
+        with tempfile.TemporaryDirectory(prefix="agentscope-export-") as tmp:
+            chunk_file = Path(tmp) / "rows.jsonl"
+            most = _FILE_BYTES if remote.scheme == "chdb" else _INSERT_BYTES
+
+            def insert(statement: str, structure: str, table: str, lines: list) -> None:
+                data = "\n".join(lines) + "\n"
+                if remote.scheme == "chdb":
+                    chunk_file.write_text(data)
+                    source = (f"file({_literal(str(chunk_file))}, JSONEachRow, "
+                              f"{_literal(structure)})")
+                else:
+                    source = f"format(JSONEachRow, {_literal(structure)}, {_literal(data)})"
+                con.command(statement.format(table=remote.quoted(table), source=source))
+
+            for lines, statement, structure, table in (
+                    (spans, _SPAN_INSERT, _SPAN_INPUT, remote.table),
+                    (samples, _SAMPLE_INSERT, _SAMPLE_INPUT, remote.samples)):
+                chunk: list = []
+                size = 0
+                for line in lines:
+                    chunk.append(line)
+                    size += len(line) + 1
+                    if size >= most:
+                        insert(statement, structure, table, chunk)
+                        chunk, size = [], 0
+                if chunk:
+                    insert(statement, structure, table, chunk)
     finally:
         con.close()
-
-
-def _insert(con: Connection, insert: str, structure: str, table: str, lines: list) -> None:
-    con.command(insert.format(table=table, structure=_literal(structure),
-                              data=_literal("\n".join(lines) + "\n")))
