@@ -193,3 +193,9 @@ def test_settled_evidence_says_the_same_words():
     assert evidence.texts_at([last, 0, last]) == [words[last], words[0], words[last]]
     assert evidence.texts(3, 9) == words[3:9]
     assert evidence.texts() == words
+    # a span asked for twice says the same both times (its blocker named each time)
+    classified = agentscope.analyze(REPO / "sample_traces", db=":memory:").sections.evidence
+    rows = [r for r in classified._span_row.tolist() if r >= 0]
+    twice = classified._classified.reasons(rows + rows)
+    assert twice[:len(rows)] == twice[len(rows):]
+    assert any("blocked by `embed`" in w for w in twice[len(rows):])

@@ -336,3 +336,10 @@ def test_export_takes_spans_larger_than_a_query(tmp_path):
     prompts = back.query("SELECT attrs FROM spans")["attrs"]
     assert all(json.loads(a)["gen_ai.prompt"] == long for a in prompts)
     _same_analysis(direct, back)
+
+
+def test_serve_refuses_a_url(tmp_path):
+    got = subprocess.run([sys.executable, "-m", "agentscope.cli", "serve",
+                          f"chdb://{tmp_path}?table=otel_traces"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120)
+    assert got.returncode == 2 and "not served yet" in got.stderr
