@@ -72,8 +72,11 @@ def without_password(source: str) -> str:
     """``source`` without the password in its URL: the command line keeps the password here,
     for :func:`parse` of the same server and user, so that no output can show it."""
     url = urllib.parse.urlsplit(source)
-    if "@" in url.path or "@" in url.query or "@" in url.fragment:
-        # (a password with an unencoded / ? or #: urlsplit cut it; echo none of it)
+    options = [k for k, _ in urllib.parse.parse_qsl(url.query, keep_blank_values=True)]
+    if "@" in url.path or "@" in url.fragment or any("@" in k for k in options):
+        # (a password with an unencoded / ? or #: urlsplit cut it, and the rest of it is in
+        # the path, the fragment or an option's name; echo none of it. An option's value,
+        # a service name, may hold an @)
         raise StoreError("the ClickHouse URL's password must be percent-encoded (/ as %2F, "
                          "? as %3F, # as %23, @ as %40), or given in CLICKHOUSE_PASSWORD")
     try:

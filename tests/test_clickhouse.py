@@ -303,6 +303,9 @@ def test_passwords_stay_with_their_urls(monkeypatch):
     assert "pw-" not in a + b
     assert urls.parse(a).password == "pw-a" and urls.parse(b).password == "pw-b"
     assert urls.parse("clickhouse://other@a.example/db").password is None
+    # (an @ in an option's value is no cut password)
+    assert urls.without_password("clickhouse://u:pw@h/db?service=team@site") == \
+        "clickhouse://u@h/db?service=team@site"
     for cut in ("pa#Zq9/wd", "pa/Zq9?wd", "Zq9?x"):
         with pytest.raises(StoreError, match="percent-encoded") as e:
             urls.without_password(f"clickhouse://u:{cut}@h/db")
