@@ -167,18 +167,22 @@ def main() -> None:
 # ---- options several commands share, declared once ---------------------------------------
 def _trace_dir(f):
     # a trace directory, a single trace file (any format analyze reads), or a ClickHouse URL
-    # (its password moved to CLICKHOUSE_PASSWORD: every line that names SOURCE is safe)
+    # (its password kept apart, by urls.without_password: every line that names SOURCE is
+    # safe)
     return click.argument("trace_dir", metavar="SOURCE", type=click.Path(path_type=str),
                           callback=_source)(f)
 
 
-def _source(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    if "://" not in value:
-        return value
+def _source(ctx: click.Context, param: click.Parameter, value: str,
+            url_only: bool = False) -> str:
+    """A ClickHouse URL without its password (urls.without_password); anything else as it is
+    (``url_only``: a usage error)."""
     from . import urls
     from .errors import StoreError
 
     if not urls.is_url(value):
+        if url_only:
+            raise click.BadParameter("takes a chdb:// or clickhouse:// URL")
         return value
     try:
         return urls.without_password(value)
@@ -993,6 +997,7 @@ def export_otlp_metrics(trace_dir: str, endpoint: "str | None", headers: tuple,
 @export.command("clickhouse")
 @_trace_dir
 @click.option("--to", "url", required=True, metavar="URL",
+              callback=lambda ctx, param, value: _source(ctx, param, value, url_only=True),
               help="chdb://PATH (in-process) or clickhouse://[USER[:PASSWORD]@]HOST[:PORT]/DB; "
                    "?table= names the spans table [otel_traces], ?samples= the samples table "
                    "[agentscope_samples]. A password in the URL is better given in "
@@ -1012,16 +1017,8 @@ def export_clickhouse(trace_dir: str, url: str, db: "str | None") -> None:
         agentscope export clickhouse traces/ --to 'chdb:///data/ch?table=otel_traces'
         agentscope analyze 'chdb:///data/ch?table=otel_traces'
     """
-    from . import urls
-    from .errors import StoreError
     from .exporters import clickhouse as clickhouse_out
 
-    if not urls.is_url(url):
-        raise click.UsageError("--to takes a chdb:// or clickhouse:// URL")
-    try:
-        url = urls.without_password(url)
-    except StoreError as e:
-        raise click.BadParameter(str(e), param_hint="--to") from None
     analysis = _analysis(trace_dir, db)
     done = clickhouse_out.export(analysis, url)
     _say(inert(f"wrote {done.spans} spans and {done.samples} samples to {done.target}"))

@@ -159,13 +159,13 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         except BaseException:
             store.close()
             raise
-        # a problem names the URL and the row, not the files the rows passed through
+        # a problem names the URL and the row, not the files the rows passed through (named
+        # by their absolute paths, which tmp's are)
         labels = f"{remote.display} (span rows)", f"{remote.display} (sample rows)"
-        for directory in {tmp, os.path.realpath(tmp)}:
-            store.relabel_problems(directory, *labels)
-            for problem in load.problems:
-                if problem.path.startswith(directory.rstrip("/") + "/"):
-                    problem.path = labels["/spans-" not in problem.path]
+        store.relabel_problems(tmp, *labels)
+        for problem in load.problems:
+            if problem.path.startswith(tmp + os.sep):
+                problem.path = labels["/spans-" not in problem.path]
     return store, load, []
 
 

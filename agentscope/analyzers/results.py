@@ -115,8 +115,7 @@ class SectionEvidence:
         if self._all is not None or isinstance(self._classified, Gathered):
             return
         rows = self._span_row
-        ordered = np.sort(rows[rows >= 0])
-        owners = ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+        owners = _distinct(rows[rows >= 0])
         self._classified = self._classified.gathered(owners)
         # each section's span as its position among the owners (a gap: -1)
         self._span_row = np.where(rows >= 0, np.searchsorted(owners, rows), -1)
@@ -125,15 +124,20 @@ class SectionEvidence:
     def _texts(self, sections: Any) -> list:
         rows = self._span_row[sections]
         reasons = self._reasons
-        ordered = np.sort(rows)  # (numpy's hashing unique is slower here than a sort)
-        distinct = ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
-        missing = [r for r in distinct.tolist() if r not in reasons]
+        missing = [r for r in _distinct(rows).tolist() if r not in reasons]
         if missing:
             reasons.update(zip(missing, self._classified.reasons(missing)))
         words = [reasons[r] for r in rows.tolist()]
         if self._notes is None:
             return words
         return [with_note(w, note) for w, note in zip(words, self._notes[sections].tolist())]
+
+
+def _distinct(rows: Any) -> Any:
+    """The distinct values of an int array, ascending (numpy's hashing unique is slower here
+    than a sort)."""
+    ordered = np.sort(rows)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
 
 
 def sliced_evidence(evidence: Any, lo: int, hi: int) -> Any:

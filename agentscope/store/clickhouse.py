@@ -15,6 +15,10 @@ service reads whole traces: every span of each trace with a span that started in
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -206,11 +210,6 @@ def read_into(remote: Remote, directory: Path, apart: bool = True) -> tuple:
 
 def _read_apart(remote: Remote, directory: Path) -> tuple:
     """:func:`read_into` in a child process (the remote as JSON: no password in argv)."""
-    import subprocess
-    import sys
-
-    import os
-
     # (this process's sys.path: agentscope may be reachable only through it)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     got = subprocess.run(
@@ -227,8 +226,6 @@ def _read_apart(remote: Remote, directory: Path) -> tuple:
 
 def _child() -> None:
     """The child of :func:`_read_apart`: the remote on stdin, the directory in argv."""
-    import sys
-
     remote = Remote(**json.loads(sys.stdin.read()))
     try:
         spans, samples = read_into(remote, Path(sys.argv[1]), apart=False)
@@ -330,8 +327,6 @@ def write(remote: Remote, spans: Any, samples: Any) -> None:
     :func:`sample_line`), appending to what the tables hold. chdb reads the rows from files,
     a chunk of :data:`_FILE_BYTES` at a time; a server gets them in the INSERT's text, a chunk
     of :data:`_INSERT_BYTES` (its max_query_size)."""
-    import tempfile
-
     con = Connection(remote)
     try:
         if remote.scheme == "chdb":
