@@ -167,6 +167,18 @@ def test_overlapping_roots_follow_the_last_finishing_one():
     assert list(cp.sections) == [Section("A", 0, 50), Section("B", 50, 150)]
 
 
+def test_of_roots_running_at_once_the_one_that_ends_last_holds_the_path():
+    """Roots are taken as children are (critical_path.sql walks them as the children of one
+    span): at 30, A and B both run; B ends later, so it holds the path back to its start,
+    and A before it (by row order alone A would have held all of 0-30)."""
+    spans = [PathSpan("A", None, 0, 140), PathSpan("B", None, 10, 200),
+             PathSpan("C", None, 30, 250)]
+    cp = critical_path(spans)
+    assert list(cp.sections) == [Section("A", 0, 10), Section("B", 10, 30),
+                                 Section("C", 30, 250)]
+    _check_tiling(cp)
+
+
 def test_duplicates_zero_duration_and_cycles():
     spans = [PathSpan("P", None, 0, 100), PathSpan("A", "P", 10, 60),
              PathSpan("A", "P", 10, 60), PathSpan("Z", "P", 60, 60),

@@ -424,3 +424,21 @@ def test_an_unforeseen_failure_of_the_columns_falls_back_to_the_sql(tmp_path, mo
         assert store.load(tmp_path).spans_added == 1
         assert json.loads(store.query("SELECT attrs FROM spans").fetchall()[0][0]) == {
             "k": "v", "otel.scope.name": "lib"}
+
+
+def test_a_span_repeated_in_one_file_keeps_its_first_line(tmp_path):
+    # (the first of each span is at its later time: a sort by time would keep the other)
+    firsts = [rec(n, start=T0 + 5000, end=T0 + 9000) for n in range(1, 3000)]
+    again = [rec(n, start=T0, end=T0 + 100) for n in range(1, 3000)]
+    write(tmp_path / "spans-h-1-1.jsonl", firsts + again[::-1])
+    with agentscope.analyze(tmp_path, db=":memory:") as a:
+        got = a.query("SELECT DISTINCT start_ns FROM spans")
+        assert got["start_ns"].tolist() == [T0 + 5000]
+        assert a.load.duplicates == 2999
+
+
+def test_a_span_its_own_parent_names_its_trace_task(tmp_path):
+    write(tmp_path / "spans-h-1-1.jsonl", [rec(1, parent=f"{1:016x}"),
+                                           rec(2, parent=f"{1:016x}", start=T0 + 1200)])
+    with agentscope.analyze(tmp_path, db=":memory:") as a:
+        assert [t.trace_id for t in a.task_results] == ["a" * 32]

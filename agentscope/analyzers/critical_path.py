@@ -80,28 +80,22 @@ class CriticalPath(NamedTuple):
 
 def _over_roots(roots: list, cs: Any, ce: Any, start: int, end: int, sections: list,
                 descend: Any) -> None:
-    """Walk back over one or several roots; ``descend(top, t)`` walks ``top``'s subtree back
-    from time ``t``, appending sections, and returns ``top``'s start. Between roots, the root
-    still running at ``t`` (latest end, clipped to ``t``) holds the path; uncovered time is a
-    gap (-1)."""
+    """Walk back over one or several roots as over the children of a span that runs from
+    ``start`` to ``end``; ``descend(top, t)`` walks ``top``'s subtree back from time ``t``,
+    appending sections, and returns ``top``'s start. At each time ``t`` the root that ran
+    before ``t`` and ends last (cut at ``t``; ties to the earlier start, then the earlier
+    row) holds the path; time no root covers is a gap (-1)."""
     if len(roots) == 1:
         descend(roots[0], ce[roots[0]])
         return
-    unused = list(roots)
     t = end
-    while True:
-        best_i, best = -1, None
-        for k, r in enumerate(unused):
-            if cs[r] < t:
-                e = ce[r] if ce[r] < t else t
-                if best is None or e > best:
-                    best_i, best = k, e
-        if best_i < 0:
-            break
-        r = unused.pop(best_i)
-        if t > best:
-            sections.append((-1, best, t))
-        t = descend(r, best)
+    for r in sorted(roots, key=lambda r: (-ce[r], cs[r], r)):
+        if ce[r] > t and cs[r] >= t:  # began at or after t: ran beside the later roots
+            continue
+        e = ce[r] if ce[r] < t else t
+        if t > e:
+            sections.append((-1, e, t))
+        t = descend(r, e)
     if t > start:
         sections.append((-1, start, t))
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import semconv
 from ..errors import StoreError
-from ..records import INT_FIELDS
+from ..records import INT_FIELDS, MAX_EPOCH_NS, MIN_EPOCH_NS
 from ..urls import Remote, is_url, parse, without_password  # noqa: F401 - (here too)
 from .schema import SPAN_COLUMNS, SQL_DIR
 
@@ -244,6 +244,47 @@ def _exists(con: Connection, remote: Remote, table: str) -> bool:
     got = con.text(f"SELECT count() FROM system.tables WHERE database = "
                    f"{_literal(remote.database)} AND name = {_literal(table)}", "TabSeparated")
     return got.strip() not in ("", "0")
+
+
+# ---- the critical path, in ClickHouse --------------------------------------------------
+def path_query(remote: Remote) -> str:
+    """The SELECT of every trace's critical path in ``remote``'s window (one row per trace:
+    ``critical_path.sql``), over the spans :func:`spans_query` reads. It groups by trace
+    only, so on a table sharded by trace id it can run on each shard apart
+    (docs/clickhouse.md)."""
+    spans = _sql("path_spans.sql").format(spans=spans_query(remote), min_epoch_ns=MIN_EPOCH_NS,
+                                          max_epoch_ns=MAX_EPOCH_NS)
+    return _sql("critical_path.sql").format(spans=f"({spans})")
+
+
+def critical_paths(remote: "Remote | str") -> dict:
+    """Every trace's critical path in ``remote`` (a URL, or its :class:`Remote`), walked in
+    ClickHouse: {trace_id: :class:`~agentscope.analyzers.critical_path.CriticalPath`}, the
+    walk :func:`~agentscope.analyzers.critical_path.critical_path` gives of the trace as the
+    store holds it (orphans adopted, each span id once, rows the store refuses left out). A
+    trace without a root (a parent cycle alone) has no section. Only these per-trace rows
+    travel back."""
+    from ..analyzers.critical_path import CriticalPath, Section
+
+    if isinstance(remote, str):
+        remote = parse(remote)
+    if remote.scheme == "chdb" and not Path(remote.path).is_dir():
+        raise StoreError(f"{remote.display}: no such chdb data directory")
+    con = Connection(remote)
+    try:
+        if not _exists(con, remote, remote.table):
+            raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table}")
+        text = con.text(path_query(remote), "JSONEachRow", _OUTPUT)
+    finally:
+        con.close()
+    paths = {}
+    for line in text.splitlines():
+        row = json.loads(line)
+        paths[row["trace_id"]] = CriticalPath(
+            tuple(Section(s, int(a), int(b)) for s, a, b in row["sections"]),
+            int(row["path_start"]), int(row["path_end"]), tuple(row["root_ids"]),
+            int(row["off_path"]), int(row["duplicates"]))
+    return paths
 
 
 # ---- writing (agentscope export clickhouse) -----------------------------------------------

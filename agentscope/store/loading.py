@@ -350,7 +350,7 @@ class Loader(WholeFiles):
         if not spans:
             self._x(f"INSERT INTO samples SELECT {data}, f.file_id FROM staging {join}")
             return dict(self._x(f"SELECT f.file_id, count(*) FROM staging {join} GROUP BY ALL"))
-        self._insert_spans("f.file_id", join, "_file")
+        self._insert_spans("f.file_id", join, "_file, rowid")
         # the files are new: every row with their ids came from this insert
         return dict(self._x("SELECT file_id, count(*) FROM spans WHERE file_id IN "
                             "(SELECT file_id FROM staging_files) GROUP BY ALL"))
@@ -430,15 +430,16 @@ class Loader(WholeFiles):
         added = self._insert_spans(str(int(file_id)))
         return added, total - added
 
-    def _insert_spans(self, file_id: str, join: str = "", order: str = "") -> int:
+    def _insert_spans(self, file_id: str, join: str = "", order: str = "rowid") -> int:
         """Insert the rows of ``staging`` into ``spans`` (``file_id``: the SQL giving each row's
         file), skipping spans already stored and repeats inside ``staging`` (the first by
-        ``order`` is kept). Returns how many were added."""
+        ``order`` is kept: by default the first line, as staging keeps the file's order).
+        Returns how many were added."""
         repeats = self._x("SELECT count(*) - count(DISTINCT hash(trace_id, span_id)) "
                           "FROM staging")[0][0]
         source = "staging" if not repeats else (
             "(SELECT * FROM staging QUALIFY row_number() OVER "
-            f"(PARTITION BY trace_id, span_id{' ORDER BY ' + order if order else ''}) = 1)")
+            f"(PARTITION BY trace_id, span_id ORDER BY {order}) = 1)")
         new = "" if not self._x("SELECT 1 FROM spans LIMIT 1") else (
             "WHERE NOT EXISTS (SELECT 1 FROM spans t "
             "WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)")

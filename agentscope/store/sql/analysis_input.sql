@@ -107,7 +107,10 @@ adopted AS (
     GROUP BY o.idx
 ),
 parents AS (
-    SELECT f.idx, coalesce(f.found_idx, a.adopter, -1) AS parent_idx, f.orphan
+    -- (a span its own parent is a root: the walk takes it as one, and its trace's task is
+    -- named by it)
+    SELECT f.idx, CASE WHEN f.found_idx = f.idx THEN -1
+                       ELSE coalesce(f.found_idx, a.adopter, -1) END AS parent_idx, f.orphan
     FROM found f LEFT JOIN adopted a ON a.idx = f.idx
 ),
 linked AS (

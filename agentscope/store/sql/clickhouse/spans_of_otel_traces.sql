@@ -46,4 +46,6 @@ SELECT
 FROM {table}
 WHERE TraceId IN traces AND {near}
 )
-ORDER BY trace_id, start_ns, span_id
+-- (a span id repeated in a trace: the store keeps its first line, so the order is total;
+-- critical_path.sql keeps the same one)
+ORDER BY trace_id, start_ns, span_id, end_ns, parent_span_id, kind

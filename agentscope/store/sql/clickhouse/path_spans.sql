@@ -1,0 +1,12 @@
+-- What the critical-path walk (critical_path.sql) reads of each span of the subquery (the rows
+-- spans_of_otel_traces.sql makes): ids, times and kind, of the rows the store would load
+-- (the ids and times records.span_problem requires; the other fields of a row from
+-- otel_traces cannot fail it, but an event's time). Filled by str.format: spans,
+-- min_epoch_ns, max_epoch_ns.
+SELECT trace_id, span_id, parent_span_id, kind, start_ns, end_ns
+FROM ({spans})
+WHERE match(trace_id, '^[0-9a-f]{{32}}$') AND trace_id != '00000000000000000000000000000000'
+    AND match(span_id, '^[0-9a-f]{{16}}$') AND span_id != '0000000000000000'
+    AND (parent_span_id IS NULL OR match(parent_span_id, '^[0-9a-f]{{16}}$'))
+    AND start_ns >= {min_epoch_ns} AND end_ns >= start_ns AND end_ns <= {max_epoch_ns}
+    AND arrayAll(e -> e.time_ns BETWEEN 0 AND {max_epoch_ns}, events)
