@@ -6,7 +6,10 @@ each CLI runs in a child process with a fresh store, interleaved: wall time and 
 process (the launcher of analyze_throughput.py). The chdb path today selects the spans in
 ClickHouse and analyses them in the embedded store (docs/clickhouse.md), so the figure is the
 price of reading them from ClickHouse; the issue's target (chdb at least as fast as DuckDB at
-5M spans, below 1.5 GB at 20M) waits for the analysis inside ClickHouse.
+5M spans, below 1.5 GB at 20M) waits for the whole analysis inside ClickHouse. Beside them,
+the part that runs in ClickHouse today: every trace's critical path walked there
+(`clickhouse.critical_paths`, store/sql/clickhouse/critical_path.sql), from the start of a
+Python process to its per-trace rows in Python.
 
     python benchmarks/clickhouse_scale.py --millions 1 --runs 3
 """
@@ -30,11 +33,21 @@ REPO = HERE.parent
 
 def cli(args: list, work: Path) -> tuple:
     """(wall s, peak RSS MB) of `agentscope ARGS` in a child process, its output discarded."""
+    return launched([sys.executable, "-m", "agentscope.cli", *args], work)
+
+
+def walk_in_clickhouse(url: str, work: Path) -> tuple:
+    """(wall s, peak RSS MB) of a Python process that walks every trace of ``url`` in
+    ClickHouse and holds the paths."""
+    return launched([sys.executable, "-c", "import sys; from agentscope.store import clickhouse; "
+                     "paths = clickhouse.critical_paths(sys.argv[1]); assert paths", url], work)
+
+
+def launched(command: list, work: Path) -> tuple:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed (analyze_throughput.py)
-    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, sys.executable, "-m",
-                           "agentscope.cli", *args], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, cwd=work, env=env)
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, *command],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=work, env=env)
     err = proc.stderr.decode(errors="replace")
     assert proc.returncode == 0, err[-2000:]
     wall, rss = (float(x) for x in err.strip().splitlines()[-1].split())
@@ -65,7 +78,7 @@ def main() -> int:
             spans = _count(directory)
             print(f"{spans:>10} {'export clickhouse (files to chdb)':<34} {wall:>9.2f} "
                   f"{'':>22} {rss:>9.0f}")
-            got: dict = {"duckdb": [], "chdb": []}
+            got: dict = {"duckdb": [], "chdb": [], "walk": []}
             for _ in range(args.runs):
                 db = work / "run.duckdb"
                 for p in (db, Path(str(db) + ".wal")):
@@ -73,8 +86,10 @@ def main() -> int:
                 got["duckdb"].append(cli(["analyze", str(directory), "--db", str(db), "-q"],
                                          work))
                 got["chdb"].append(cli(["analyze", url, "-q"], work))
+                got["walk"].append(walk_in_clickhouse(url, work))
             for name, label in (("duckdb", "analyze DIR (DuckDB)"),
-                                ("chdb", "analyze chdb://... (read, DuckDB)")):
+                                ("chdb", "analyze chdb://... (read, DuckDB)"),
+                                ("walk", "critical paths in ClickHouse")):
                 walls = sorted(w for w, _ in got[name])
                 runs = ", ".join(f"{w:.2f}" for w in walls)
                 print(f"{spans:>10} {label:<34} {statistics.median(walls):>9.2f} {runs:>22} "

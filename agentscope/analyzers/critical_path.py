@@ -33,10 +33,11 @@ Where we differ from Jaeger, on purpose (each has a test):
   adopted by the innermost true root of its trace that encloses it, where one does
   (``store/sql/analysis_input.sql``), so it reaches the walk as that root's child.
 * **Several roots make one path.** The task runs from the earliest root start to the latest
-  root end. Walking back from the end, the root still running at ``t`` with the latest end
-  holds the path (a root that overlaps the next one is cut where that one takes over); time
-  covered by no root is a gap section (``span_id`` None). Jaeger concatenates per-root paths,
-  which can overlap.
+  root end, and the roots are walked as the children of one span over that time: walking
+  back from the end, of the roots that ran before ``t`` the one that ends last holds the path
+  (a root that overlaps the next one is cut where that one takes over); time covered by no
+  root is a gap section (``span_id`` None). Jaeger concatenates per-root paths, which can
+  overlap.
 * **Duplicate spans** (same id) are counted once; **parent cycles** are broken (their spans
   are reported as unreachable).
 * Sections are returned in ascending time order, and adjacent sections of the same span are

@@ -31,21 +31,20 @@
 -- that encloses it (latest start, then earliest end, then row), as store/sql/analysis_input.sql
 -- does; otherwise it is a root itself. Filled by str.format: spans.
 WITH
-deduped AS (
-    SELECT trace_id, span_id,
-        argMin((parent_span_id, kind, start_ns, end_ns),
-               (start_ns, end_ns, isNull(parent_span_id), ifNull(parent_span_id, ''), kind))
-            AS v,
-        count() - 1 AS repeats
-    FROM {spans}
-    GROUP BY trace_id, span_id
-),
 traces AS (
-    SELECT trace_id, sum(repeats) AS duplicates,
+    SELECT trace_id, length(rows) - length(firsts) AS duplicates,
         -- (start, span_id, end no earlier than start, parent id, kind), in row order
-        arraySort(groupArray((v.3, span_id, greatest(v.4, v.3), v.1, v.2))) AS r
-    FROM deduped
-    GROUP BY trace_id
+        arraySort(arrayMap(x -> (x.2, x.1, greatest(x.3, x.2), x.7, x.6), firsts)) AS r
+    FROM (
+        SELECT trace_id,
+            -- the trace's rows by span id, each id's first the one the store keeps
+            arraySort(groupArray((span_id, start_ns, end_ns, isNull(parent_span_id),
+                                  ifNull(parent_span_id, ''), kind, parent_span_id))) AS rows,
+            arrayMap(x -> x.1, rows) AS row_ids,
+            arrayFilter((x, before) -> x.1 != before, rows,
+                        arraySlice(arrayPushFront(row_ids, ''), 1, length(rows))) AS firsts
+        FROM {spans}
+        GROUP BY trace_id)
 ),
 columns AS (
     SELECT trace_id, duplicates, length(r) AS n, n + 1 AS V,
