@@ -219,3 +219,11 @@ def test_a_table_split_by_trace_hash_walks_as_the_whole(tmp_path):
               for shard in (0, 1)]
     assert halves[0] and halves[1] and not set(halves[0]) & set(halves[1])
     assert {**halves[0], **halves[1]} == whole
+
+
+def test_a_missing_table_or_directory_is_named(tmp_path):
+    with pytest.raises(agentscope.errors.StoreError, match="no such chdb data directory"):
+        clickhouse.critical_paths(f"chdb://{tmp_path / 'absent'}")
+    _table(tmp_path / "ch", _random_rows(random.Random(1), 2, 3))
+    with pytest.raises(agentscope.errors.StoreError, match="no table default.nope"):
+        clickhouse.critical_paths(f"chdb://{tmp_path / 'ch'}?table=nope")
