@@ -81,9 +81,8 @@ def _collector_rows(path: Path):
     """Two traces as the Collector's exporter writes them (into chdb at ``path``): enum names
     in either spelling, every attribute a string, the scope in its own column, events and links
     nested."""
-    from chdb import session
 
-    con = session.Session(str(path))
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{path}"))
     con.query(clickhouse._sql("otel_traces.sql").format(table="`default`.`otel_traces`"))
     con.query("""INSERT INTO `default`.`otel_traces` (Timestamp, TraceId, SpanId, ParentSpanId,
         SpanName, SpanKind, ServiceName, ResourceAttributes, ScopeName, SpanAttributes,
@@ -226,10 +225,9 @@ def test_the_cli_exports_and_analyses_clickhouse(tmp_path):
 def test_text_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(tmp_path):
     """ClickHouse strings are bytes: a name that is not UTF-8 still loads (U+FFFD for what
     cannot be read), as the rest of the table does."""
-    from chdb import session
 
     (tmp_path / "ch").mkdir()
-    con = session.Session(str(tmp_path / "ch"))
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{tmp_path / 'ch'}"))
     con.query(clickhouse._sql("otel_traces.sql").format(table="`default`.`otel_traces`"))
     con.query("INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, "
               "SpanKind, ServiceName, Duration, StatusCode) VALUES "
@@ -272,10 +270,9 @@ def test_the_window_options_of_the_command_line(tmp_path):
 def test_a_bad_row_is_named_by_the_url_and_the_rest_loads(tmp_path):
     """A row that is not a span (an id that is not hex) is a problem naming the URL and its
     row, in every output; the other rows load. No password is in the name."""
-    from chdb import session
 
     _collector_rows(tmp_path / "ch")
-    con = session.Session(str(tmp_path / "ch"))
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{tmp_path / 'ch'}"))
     con.query("INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, "
               "SpanKind, ServiceName, Duration, StatusCode) VALUES "
               "(fromUnixTimestamp64Nano(toInt64(1800000000300000000)), "

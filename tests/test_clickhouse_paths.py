@@ -144,9 +144,8 @@ def _random_rows(rng, traces: int, most: int, mixed_case: bool = True) -> list:
 
 
 def _table(path: Path, rows: list, table: str = "otel_traces") -> None:
-    from chdb import session
 
-    con = session.Session(str(path))
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{path}"))
     try:
         con.query(clickhouse._sql("otel_traces.sql").format(table=f"`default`.`{table}`"))
         chunks = [rows[lo:lo + 5000] for lo in range(0, len(rows), 5000)]
@@ -200,12 +199,11 @@ def test_traces_of_20k_spans_walk_the_same_in_clickhouse(tmp_path):
 def test_a_table_split_by_trace_hash_walks_as_the_whole(tmp_path):
     """Two shards (cityHash64(TraceId) % 2, as a Distributed table sharded by trace id puts
     them), each walked apart: their union is the walk of the whole table."""
-    from chdb import session
 
     # (a trace whose rows spell its id in two cases would be sharded apart: one client
     # writes one spelling)
     _table(tmp_path / "ch", _random_rows(random.Random(5), 120, 30, mixed_case=False))
-    con = session.Session(str(tmp_path / "ch"))
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{tmp_path / 'ch'}"))
     try:
         for shard in (0, 1):
             con.query(clickhouse._sql("otel_traces.sql").format(
@@ -227,3 +225,20 @@ def test_a_missing_table_or_directory_is_named(tmp_path):
     _table(tmp_path / "ch", _random_rows(random.Random(1), 2, 3))
     with pytest.raises(agentscope.errors.StoreError, match="no table default.nope"):
         clickhouse.critical_paths(f"chdb://{tmp_path / 'ch'}?table=nope")
+
+
+def test_chdb_leaves_no_open_files_in_this_process(tmp_path):
+    """chdb runs in a child process: its engine's threads each hold files of /proc open, and
+    a process that ran many queries in-process collected hundreds of descriptors (past
+    select()'s 1024, where the sidecar's tests then failed)."""
+    import os
+
+    _table(tmp_path / "ch", _random_rows(random.Random(3), 20, 20))
+    url = f"chdb://{tmp_path / 'ch'}"
+    clickhouse.critical_paths(url)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(4):
+        clickhouse.critical_paths(url)
+        with agentscope.analyze(url) as a:
+            clickhouse_out.export(a, f"{url}?table=copy")
+    assert len(os.listdir("/proc/self/fd")) <= before + 2

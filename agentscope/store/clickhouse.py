@@ -1,12 +1,15 @@
 """ClickHouse as a source of traces: the OpenTelemetry Collector's ``otel_traces`` table (its
 ClickHouse exporter's schema, as the Collector made it) and agentscope's own counter samples
-table, read in-process (``chdb://PATH``, the chdb package) or from a server over HTTP
-(``clickhouse://[user[:password]@]host[:port]/database``, clickhouse-connect); and written
-(``agentscope export clickhouse``), for those who start from files.
+table, read with chdb (``chdb://PATH``: in-process ClickHouse, run in a child process of ours)
+or from a server over HTTP (``clickhouse://[user[:password]@]host[:port]/database``,
+clickhouse-connect); and written (``agentscope export clickhouse``), for those who start
+from files.
 
 What is read is loaded into the embedded store (DuckDB) as span and sample files are, and
-analysed there: today the spans of the window travel to this machine (docs/clickhouse.md says
-what runs where). Both packages are in the ``[clickhouse]`` extra.
+analysed there: the spans of the window travel to this machine. Every trace's critical path
+can also be walked inside ClickHouse (:func:`critical_paths`), with only per-trace rows
+travelling back (docs/clickhouse.md says what runs where). Both packages are in the
+``[clickhouse]`` extra.
 
 The URLs and their options: :mod:`agentscope.urls`. A window (``since``, ``until``) or a
 service reads whole traces: every span of each trace with a span that started in it.
@@ -20,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import semconv
 from ..errors import StoreError
@@ -45,22 +48,14 @@ _FILE_BYTES = 32 << 20
 
 
 class Connection:
-    """One ClickHouse: chdb in this process, or a server through clickhouse-connect. Every
-    query runs with :data:`MAX_MEMORY_BYTES` and :data:`MAX_EXECUTION_S`."""
+    """One ClickHouse: chdb in a child process (:class:`_Apart`), or a server through
+    clickhouse-connect. Every query runs with :data:`MAX_MEMORY_BYTES` and
+    :data:`MAX_EXECUTION_S`."""
 
     def __init__(self, remote: Remote) -> None:
         self.remote = remote
         if remote.scheme == "chdb":
-            try:
-                from chdb import session
-            except ImportError:
-                raise StoreError("chdb:// needs the chdb package: pip install "
-                                 "'agentscope[clickhouse]'") from None
-            try:
-                self._session = session.Session(remote.path)
-            except Exception as e:  # noqa: BLE001 - chdb's own errors, named
-                raise StoreError(f"{remote.display}: cannot open it: {_short(str(e))}") \
-                    from None
+            self._session = _Apart(remote)
             self._client = None
         else:
             try:
@@ -84,8 +79,10 @@ class Connection:
                      + (f"\nFORMAT {fmt}" if fmt else ""))
         try:
             if self._session is not None:
-                return self._session.query(statement, "").bytes().decode()
+                return self._session.query(statement)
             return self._client.raw_query(statement).decode()
+        except StoreError:
+            raise
         except Exception as e:  # noqa: BLE001 - ClickHouse's errors, named
             raise StoreError(f"{self.remote.display}: "
                              f"{_short(_redacted(str(e), self.remote))}") from None
@@ -108,6 +105,64 @@ class Connection:
             self._session.close()
         elif self._client is not None:
             self._client.close()
+
+
+class _Apart:
+    """A chdb session in a child process (``_chdb_worker.py``: why, there), asked one
+    statement at a time over a pipe."""
+
+    def __init__(self, remote: Remote) -> None:
+        import importlib.util
+
+        if importlib.util.find_spec("chdb") is None:
+            raise StoreError("chdb:// needs the chdb package: pip install "
+                             "'agentscope[clickhouse]'")
+        self.remote = remote
+        self._said = tempfile.TemporaryFile()  # its stderr (a pipe could fill and block it)
+        # (this process's sys.path: chdb may be reachable only through it)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self._proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_chdb_worker.py")), remote.path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._said, text=True,
+            encoding="utf-8", env=env)
+        first = self._answer()
+        if "error" in first:
+            self.close()
+            raise StoreError(f"{remote.display}: cannot open it: {_short(first['error'])}")
+
+    def _answer(self) -> dict:
+        line = self._proc.stdout.readline()
+        if not line:
+            self._proc.wait()
+            self._said.seek(0)
+            said = self._said.read().decode(errors="replace").strip().splitlines()
+            raise StoreError(f"{self.remote.display}: chdb exited with {self._proc.returncode}"
+                             + (f": {_short(said[-1])}" if said else ""))
+        return json.loads(line)
+
+    def query(self, statement: str) -> str:
+        """The output of ``statement`` (its FORMAT in it), or :class:`Exception` with
+        ClickHouse's message."""
+        self._proc.stdin.write(json.dumps({"q": statement, "f": ""}) + "\n")
+        self._proc.stdin.flush()
+        got = self._answer()
+        if "error" in got:
+            raise Exception(got["error"])
+        return got["text"]
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc.stdout.close()
+        self._said.close()
 
 
 def _short(message: str, most: int = 600) -> str:
@@ -172,16 +227,13 @@ def spans_query(remote: Remote) -> str:
         accounting=accounting, consumed=consumed, columns=", ".join(SPAN_COLUMNS))
 
 
-def read_into(remote: Remote, directory: Path, apart: bool = True) -> tuple:
+def read_into(remote: Remote, directory: Path) -> tuple:
     """Write ``remote``'s spans (whole traces in its window) and the samples over their time
     into ``directory`` as a span file and a sample file, for the store to load: (spans,
-    samples) written. chdb runs in a child process (``apart``): ClickHouse's engine keeps
-    what it allocated (0.3 GB loaded, several more for a large read), which the analysis
-    after it would otherwise carry."""
+    samples) written. chdb writes them itself, in its own process (:class:`_Apart`: its
+    engine's memory is given back before the analysis)."""
     if remote.scheme == "chdb" and not Path(remote.path).is_dir():
         raise StoreError(f"{remote.display}: no such chdb data directory")
-    if remote.scheme == "chdb" and apart:
-        return _read_apart(remote, directory)
     con = Connection(remote)
     try:
         if not _exists(con, remote, remote.table):
@@ -208,33 +260,6 @@ def read_into(remote: Remote, directory: Path, apart: bool = True) -> tuple:
         con.close()
 
 
-def _read_apart(remote: Remote, directory: Path) -> tuple:
-    """:func:`read_into` in a child process (the remote as JSON: no password in argv)."""
-    # (this process's sys.path: agentscope may be reachable only through it)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    got = subprocess.run(
-        [sys.executable, "-c", "import sys; from agentscope.store.clickhouse import _child; "
-         "_child()", str(directory)], input=json.dumps(remote._asdict()), text=True,
-        capture_output=True, env=env)
-    if got.returncode != 0:
-        said = got.stderr.strip().splitlines()
-        raise StoreError(said[-1] if said else f"{remote.display}: the reader exited with "
-                         f"{got.returncode}")
-    spans, samples = (int(x) for x in got.stdout.split())
-    return spans, samples
-
-
-def _child() -> None:
-    """The child of :func:`_read_apart`: the remote on stdin, the directory in argv."""
-    remote = Remote(**json.loads(sys.stdin.read()))
-    try:
-        spans, samples = read_into(remote, Path(sys.argv[1]), apart=False)
-    except StoreError as e:
-        print(str(e), file=sys.stderr)
-        sys.exit(2)
-    print(spans, samples)
-
-
 def _lines(path: Path) -> int:
     with open(path, "rb") as f:
         return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
@@ -257,15 +282,25 @@ def path_query(remote: Remote) -> str:
     return _sql("critical_path.sql").format(spans=f"({spans})")
 
 
+class TracePath(NamedTuple):
+    """A trace's critical path as ClickHouse walked it: the fields (and values) of
+    :class:`agentscope.analyzers.critical_path.CriticalPath`."""
+
+    sections: tuple  # of (span_id or None for a gap, start ns, end ns): ascending, merged
+    start: int
+    end: int
+    roots: tuple  # ids of the root spans walked
+    off_path: int  # spans left off: outside their parent, not blocking, unreachable
+    duplicates: int  # rows of a span id already seen
+
+
 def critical_paths(remote: "Remote | str") -> dict:
     """Every trace's critical path in ``remote`` (a URL, or its :class:`Remote`), walked in
-    ClickHouse: {trace_id: :class:`~agentscope.analyzers.critical_path.CriticalPath`}, the
-    walk :func:`~agentscope.analyzers.critical_path.critical_path` gives of the trace as the
-    store holds it (orphans adopted, each span id once, rows the store refuses left out). A
-    trace without a root (a parent cycle alone) has no section. Only these per-trace rows
-    travel back."""
-    from ..analyzers.critical_path import CriticalPath, Section
-
+    ClickHouse: {trace_id: :class:`TracePath`}, what
+    :func:`agentscope.analyzers.critical_path.critical_path` gives of the trace as the store
+    holds it (orphans adopted, each span id once, rows the store refuses left out). A trace
+    without a root (a parent cycle alone) has no section. Only these per-trace rows travel
+    back."""
     if isinstance(remote, str):
         remote = parse(remote)
     if remote.scheme == "chdb" and not Path(remote.path).is_dir():
@@ -280,8 +315,8 @@ def critical_paths(remote: "Remote | str") -> dict:
     paths = {}
     for line in text.splitlines():
         row = json.loads(line)
-        paths[row["trace_id"]] = CriticalPath(
-            tuple(Section(s, int(a), int(b)) for s, a, b in row["sections"]),
+        paths[row["trace_id"]] = TracePath(
+            tuple((s, int(a), int(b)) for s, a, b in row["sections"]),
             int(row["path_start"]), int(row["path_end"]), tuple(row["root_ids"]),
             int(row["off_path"]), int(row["duplicates"]))
     return paths
