@@ -343,3 +343,74 @@ def test_serve_refuses_a_url(tmp_path):
                           f"chdb://{tmp_path}?table=otel_traces"], capture_output=True,
                          text=True, cwd=tmp_path, timeout=120)
     assert got.returncode == 2 and "not served yet" in got.stderr
+
+
+# the Collector's JSON-typed schema (its traces_json_table template): the attribute columns
+# are JSON, where a dotted name is kept as nested objects
+_JSON_TABLE = """CREATE TABLE `default`.`{table}` (
+    Timestamp DateTime64(9), TraceId String, SpanId String, ParentSpanId String,
+    TraceState String, SpanName LowCardinality(String), SpanKind LowCardinality(String),
+    ServiceName LowCardinality(String), ResourceAttributes JSON, ScopeName String,
+    ScopeVersion String, SpanAttributes JSON, Duration UInt64,
+    StatusCode LowCardinality(String), StatusMessage String,
+    Events Nested (Timestamp DateTime64(9), Name LowCardinality(String), Attributes JSON),
+    Links Nested (TraceId String, SpanId String, TraceState String, Attributes JSON)
+) ENGINE = MergeTree PARTITION BY toDate(Timestamp)
+ORDER BY (ServiceName, SpanName, toDateTime(Timestamp), Timestamp)"""
+
+
+def test_the_json_typed_schema_reads_as_the_map_schema(tmp_path):
+    """The same spans in the Collector's JSON-typed schema: the same analysis, the same
+    spans (dotted attribute names back from nested objects), the same critical paths."""
+    direct, back, _ = _round_trip(REPO / "sample_traces", tmp_path)
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{tmp_path / 'ch'}"))
+    try:
+        con.query(_JSON_TABLE.format(table="otel_json"))
+        con.query("INSERT INTO otel_json SELECT Timestamp, TraceId, SpanId, ParentSpanId, "
+                  "TraceState, SpanName, SpanKind, ServiceName, "
+                  "CAST(toJSONString(ResourceAttributes), 'JSON'), ScopeName, ScopeVersion, "
+                  "CAST(toJSONString(SpanAttributes), 'JSON'), Duration, StatusCode, "
+                  "StatusMessage, `Events.Timestamp`, `Events.Name`, "
+                  "arrayMap(a -> CAST(toJSONString(a), 'JSON'), `Events.Attributes`), "
+                  "`Links.TraceId`, `Links.SpanId`, `Links.TraceState`, "
+                  "arrayMap(a -> CAST(toJSONString(a), 'JSON'), `Links.Attributes`) "
+                  "FROM otel_traces")
+        nested = con.query("SELECT toJSONString(SpanAttributes) FROM otel_json "
+                           "WHERE toJSONString(SpanAttributes) LIKE '%agentscope%' LIMIT 1 "
+                           "FORMAT TabSeparatedRaw")
+    finally:
+        con.close()
+    assert '{"agentscope":{' in nested  # (as the JSON type keeps them)
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_json&samples=agentscope_samples"
+    with agentscope.analyze(url) as from_json:
+        _same_analysis(back, from_json)
+    assert clickhouse.critical_paths(url) == clickhouse.critical_paths(
+        f"chdb://{tmp_path / 'ch'}?table=otel_traces")
+
+
+def test_json_typed_attributes_keep_their_values(tmp_path):
+    """Numbers the SDK sent arrive as numbers in a JSON column: the accounting attributes
+    are read from them, the others become their decimal text; deep objects their JSON."""
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{tmp_path / 'ch'}"))
+    try:
+        con.query(_JSON_TABLE.format(table="otel_traces"))
+        con.query("""INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId,
+            SpanName, SpanKind, ServiceName, ResourceAttributes, SpanAttributes, Duration,
+            StatusCode, `Events.Timestamp`, `Events.Name`, `Events.Attributes`) VALUES
+            (fromUnixTimestamp64Nano(toInt64(1800000000000000000)),
+             '0af7651916cd43dd8448eb211c80319c', 'b7ad6b7169203331', '', 'agent.run',
+             'Server', 'svc-a', '{"host.name": "h1", "process.pid": 4242}',
+             '{"agentscope.stage": "task", "agentscope.cpu.thread_ns": 1500000000,
+               "gen_ai.usage.input_tokens": 12, "flag": true, "a.b.c.d.e.f.g.h": "deep"}',
+             2000000000, 'Ok', [fromUnixTimestamp64Nano(toInt64(1800000000500000000))],
+             ['exception'], ['{"exception.type": "TimeoutError"}'])""")
+    finally:
+        con.close()
+    with agentscope.analyze(f"chdb://{tmp_path / 'ch'}") as a:
+        row = a.query("SELECT stage, thread_cpu_ns, host, pid, attrs, events FROM spans")
+    assert row["stage"][0] == "task" and row["thread_cpu_ns"][0] == 1_500_000_000
+    assert row["host"][0] == "h1" and row["pid"][0] == 4242
+    attrs = json.loads(row["attrs"][0])
+    assert attrs["gen_ai.usage.input_tokens"] == "12" and attrs["flag"] == "true"
+    assert json.loads(attrs["a.b.c.d.e.f"]) == {"g": {"h": "deep"}}
+    assert json.loads(row["events"][0])[0]["attrs"] == {"exception.type": "TimeoutError"}

@@ -211,8 +211,58 @@ def _integer_attribute(attr: str, column: str) -> str:
     return f"if({number} BETWEEN {lo} AND {hi}, {number}, NULL)"
 
 
-def spans_query(remote: Remote) -> str:
-    """The SELECT that reads ``remote``'s spans as span file lines."""
+# the attribute columns that the Collector's JSON-typed schema makes JSON (Map in its default)
+_ATTRIBUTE_COLUMNS = ("ResourceAttributes", "SpanAttributes", "Events.Attributes",
+                      "Links.Attributes")
+# levels of a JSON column's objects read back into dotted keys (agentscope.cpu.thread_ns: 3;
+# deeper objects stay JSON text under their dotted prefix)
+_JSON_LEVELS = 6
+
+
+def _flat_attributes(value: str, level: int = 0) -> str:
+    """The SQL of a Map(String, String) of the JSON-typed attributes ``value`` as the
+    exporter's Map schema holds them: ClickHouse's JSON type keeps a dotted name as nested
+    objects ("agentscope.stage" comes back as {"agentscope": {"stage": ...}}), so objects
+    are walked back into dotted keys; a string value is its text, any other its JSON (a number
+    as its decimal text, as the Map schema writes it)."""
+    def pairs(raw: str, prefix: str, depth: int) -> str:
+        p = f"p{depth}"
+        key = f"{p}.1" if prefix == "" else f"concat({prefix}, '.', {p}.1)"
+        inner = (f"if(JSONType({p}.2) = 'Object', {pairs(f'{p}.2', key, depth + 1)}, "
+                 f"[({key}, {p}.2)])" if depth + 1 < _JSON_LEVELS else f"[({key}, {p}.2)]")
+        return (f"arrayFlatten(arrayMap({p} -> {inner}, "
+                f"JSONExtractKeysAndValuesRaw({raw})))")
+
+    flat = pairs(f"toJSONString({value})", "", level)
+    return (f"mapFromArrays(arrayMap(q -> q.1, {flat}), arrayMap(q -> if(JSONType(q.2) = "
+            f"'String', JSONExtractString(q.2), q.2), {flat}))")
+
+
+def source(con: "Connection", remote: Remote) -> str:
+    """What the queries read ``remote``'s spans from: its table, or, where it has the
+    Collector's JSON-typed schema (attribute columns of type JSON), the table with those
+    columns as the Map schema has them (:func:`_flat_attributes`)."""
+    table = remote.quoted(remote.table)
+    names = ", ".join(_literal(c) for c in _ATTRIBUTE_COLUMNS)
+    types = dict(line.split("\t", 1) for line in con.text(
+        f"SELECT name, type FROM system.columns WHERE database = {_literal(remote.database)} "
+        f"AND table = {_literal(remote.table)} AND name IN ({names})",
+        "TabSeparated").splitlines() if "\t" in line)
+    replaced = []
+    for column in _ATTRIBUTE_COLUMNS:
+        kind = types.get(column, "")
+        if kind.startswith(("JSON", "Object")):
+            replaced.append(f"{_flat_attributes(f'`{column}`')} AS `{column}`")
+        elif kind.startswith(("Array(JSON", "Array(Object")):
+            replaced.append(f"arrayMap(a -> {_flat_attributes('a')}, `{column}`) AS `{column}`")
+    if not replaced:
+        return table
+    return f"(SELECT * REPLACE ({', '.join(replaced)}) FROM {table})"
+
+
+def spans_query(remote: Remote, table: "str | None" = None) -> str:
+    """The SELECT that reads ``remote``'s spans as span file lines (from ``table``: the
+    :func:`source` of the spans; default: the URL's table, in the Map schema)."""
     window, near = _window(remote)
     accounting = "".join(f"{_integer_attribute(attr, column)} AS {column},\n    "
                          for column, attr in semconv.ACCOUNTING_ATTRIBUTES.items())
@@ -223,7 +273,7 @@ def spans_query(remote: Remote) -> str:
     pid = (f"if(match({pid_text}, '^[0-9]{{1,12}}$') AND toInt64({pid_text}) BETWEEN {lo} "
            f"AND {hi}, toInt64({pid_text}), NULL)")
     return _sql("spans_of_otel_traces.sql").format(
-        table=remote.quoted(remote.table), window=window, near=near, pid=pid,
+        table=table or remote.quoted(remote.table), window=window, near=near, pid=pid,
         accounting=accounting, consumed=consumed, columns=", ".join(SPAN_COLUMNS))
 
 
@@ -242,13 +292,14 @@ def read_into(remote: Remote, directory: Path) -> tuple:
                              "`agentscope export clickhouse` makes one from trace files)")
         directory.mkdir(parents=True, exist_ok=True)
         spans = directory / "spans-clickhouse-0-1.jsonl"
-        con.to_file(spans_query(remote), "JSONEachRow", spans, _OUTPUT)
+        table = source(con, remote)
+        con.to_file(spans_query(remote, table), "JSONEachRow", spans, _OUTPUT)
         n_spans = _lines(spans)
         n_samples = 0
         if n_spans and _exists(con, remote, remote.samples):
             window, near = _window(remote)
             first, last = (int(x) for x in con.text(_sql("bounds_of_otel_traces.sql").format(
-                table=remote.quoted(remote.table), window=window, near=near),
+                table=table, window=window, near=near),
                 "TabSeparated").split())
             samples = directory / "samples-clickhouse-0-1.jsonl"
             con.to_file(_sql("samples_of_agentscope_samples.sql").format(
@@ -272,13 +323,13 @@ def _exists(con: Connection, remote: Remote, table: str) -> bool:
 
 
 # ---- the critical path, in ClickHouse --------------------------------------------------
-def path_query(remote: Remote) -> str:
+def path_query(remote: Remote, table: "str | None" = None) -> str:
     """The SELECT of every trace's critical path in ``remote``'s window (one row per trace:
-    ``critical_path.sql``), over the spans :func:`spans_query` reads. It groups by trace
-    only, so on a table sharded by trace id it can run on each shard apart
+    ``critical_path.sql``), over the spans :func:`spans_query` reads from ``table``. It
+    groups by trace only, so on a table sharded by trace id it can run on each shard apart
     (docs/clickhouse.md)."""
-    spans = _sql("path_spans.sql").format(spans=spans_query(remote), min_epoch_ns=MIN_EPOCH_NS,
-                                          max_epoch_ns=MAX_EPOCH_NS)
+    spans = _sql("path_spans.sql").format(spans=spans_query(remote, table),
+                                          min_epoch_ns=MIN_EPOCH_NS, max_epoch_ns=MAX_EPOCH_NS)
     return _sql("critical_path.sql").format(spans=f"({spans})")
 
 
@@ -309,7 +360,7 @@ def critical_paths(remote: "Remote | str") -> dict:
     try:
         if not _exists(con, remote, remote.table):
             raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table}")
-        text = con.text(path_query(remote), "JSONEachRow", _OUTPUT)
+        text = con.text(path_query(remote, source(con, remote)), "JSONEachRow", _OUTPUT)
     finally:
         con.close()
     paths = {}
