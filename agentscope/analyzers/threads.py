@@ -5,10 +5,12 @@ for a blocked event loop and for library worker threads read (evidence.classify)
   loop ran meanwhile, other tasks' synchronous work included: a call that awaited a 0.2 s
   reply while another task computed 0.5 s on the loop reads as on-CPU. Two spans of one loop
   thread that overlap ran interleaved, so at least one of them was suspended. A span that was
-  on-CPU for most of its own interval (:data:`HELD`), inside which no span of another task
-  started (it did not yield), and that lies inside another span's interval (or overlaps part
-  of it) held the loop there: it ran while the other was suspended. For each loop span, the spans of *other* tasks (or branches: neither its
-  ancestors nor its descendants) that held the loop inside its interval are its blockers; the
+  on-CPU, or preempted (waiting for a CPU, not for anything it awaited), for most of its own
+  interval (:data:`HELD`), inside which no span of another task started (it did not yield),
+  and that lies inside another span's interval (or overlaps part of it) held the loop there:
+  it ran while the other was suspended. For each loop span, the spans of *other* tasks (or
+  branches: neither its ancestors nor its descendants) that held the loop inside its
+  interval are its blockers; the
   time they cover is the time its task could not resume (``blocked_ns``), their CPU in it
   (``blocked_cpu``) is not the span's own, and the blocker named is the one that covered most
   of it (the innermost span of that blocker's task that covered nearly as much).
@@ -79,8 +81,16 @@ def thread_facts(inp: Any, lags: Any = None) -> ThreadFacts:
         code_of = {h: k for k, h in enumerate(names_of_hosts.tolist())}
     else:
         host = np.asarray(inp.host_hash, dtype=np.int64)
+    # a thread preempted while it ran a span did not yield its loop: of the span's time off
+    # CPU, the part its switches tell was preemption (involuntary, against voluntary: blocked)
+    # counts as running, for whether the span held the loop (on a busy host a span that
+    # computes 0.5 s spends a third of its time waiting for a CPU)
+    ivcsw = np.asarray(getattr(inp, "ivcsw", np.zeros(n)), dtype=np.float64)
+    vcsw = np.asarray(getattr(inp, "vcsw", np.zeros(n)), dtype=np.float64)
+    ran = np.where(cpu >= 0, cpu + np.maximum(dur - cpu, 0) * ivcsw / np.maximum(ivcsw + vcsw,
+                                                                                  1.0), cpu)
     others, lagged = _blocked(out, np.asarray(inp.loop, dtype=bool), start, end, dur, cpu,
-                              parent, (host, pid, tid),
+                              ran, parent, (host, pid, tid),
                               _lag_intervals(lags, code_of, getattr(inp, "span_id", None)))
     names = getattr(inp, "name", None)
     for i in np.flatnonzero(out.blocked_ns > 0).tolist():
@@ -160,10 +170,11 @@ def _measure(pieces: list, minus: list = ()) -> int:
 
 
 def _blocked(out: ThreadFacts, loop: np.ndarray, start: np.ndarray, end: np.ndarray,
-             dur: np.ndarray, cpu: np.ndarray, parent: np.ndarray, key: tuple,
-             lags: dict) -> dict:
+             dur: np.ndarray, cpu: np.ndarray, ran: np.ndarray, parent: np.ndarray,
+             key: tuple, lags: dict) -> dict:
     """Fill ``out.blocked_*`` and ``out.blocker`` of the loop spans; returns {row: how many
-    other spans held its loop} and {row: ns of measured lag counted} for the words. ``key``:
+    other spans held its loop} and {row: ns of measured lag counted} for the words. ``ran``:
+    each span's thread CPU plus its time preempted (what :data:`HELD` is of). ``key``:
     (host, pid, tid) arrays; ``lags``: {(host, pid, tid): [(start, end)]} of the intervals
     the sampler measured the loop held."""
     others_of: dict = {}
@@ -171,7 +182,7 @@ def _blocked(out: ThreadFacts, loop: np.ndarray, start: np.ndarray, end: np.ndar
     rows = np.flatnonzero(loop & (cpu >= 0) & (dur >= MIN_NS))
     if len(rows) < 2:
         return others_of, lag_of
-    busy = cpu / dur
+    busy = ran / dur
     host, pid, tid = key
     order = np.lexsort((start[rows], tid[rows], pid[rows], host[rows]))
     rows = rows[order]

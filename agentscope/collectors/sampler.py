@@ -218,6 +218,14 @@ class Sampler:
                 loop.call_soon_threadsafe(self._landed, key, time.monotonic_ns())
             except Exception:  # a loop closing meanwhile: probe it no more this round
                 self._probing.discard(key)
+                continue
+            # a task running on the loop now holds the probe until it yields: seen at half
+            # the weight of a round that finds the probe still waiting (a round may be all
+            # there is when this thread gets little CPU while the loop is held)
+            span = self.holder(loop) if self.holder is not None else None
+            if span is not None and key in self._probing:  # (not landed meanwhile)
+                seen = self._held.setdefault(key, {})
+                seen[span] = seen.get(span, 0) + 0.5
 
     def _landed(self, key: int, sent_ns: int) -> None:
         """On the loop's thread: the probe ran; its lag, where it matters, for the next
