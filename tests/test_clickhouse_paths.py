@@ -242,3 +242,24 @@ def test_chdb_leaves_no_open_files_in_this_process(tmp_path):
         with agentscope.analyze(url) as a:
             clickhouse_out.export(a, f"{url}?table=copy")
     assert len(os.listdir("/proc/self/fd")) <= before + 2
+
+
+def test_a_large_window_walked_in_parts_walks_as_the_whole(tmp_path):
+    """Past part_spans rows, the traces are walked in parts by the hash of their id (as
+    shards would): the same paths, and a trace whose rows spell its id in two cases stays
+    whole."""
+    _table(tmp_path / "ch", _random_rows(random.Random(9), 100, 30))
+    url = f"chdb://{tmp_path / 'ch'}"
+    whole = clickhouse.critical_paths(url)
+    assert clickhouse.critical_paths(url, part_spans=300) == whole
+    assert len(whole) == 100
+
+
+def test_a_window_walks_the_traces_the_analysis_reads(tmp_path):
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    with agentscope.analyze(REPO / "sample_traces", db=":memory:") as direct:
+        clickhouse_out.export(direct, url)
+        starts = sorted(t.start_ns for t in direct.task_results)
+    since = starts[len(starts) // 2] // 10**9
+    got = _assert_same(f"{url}&since={since}")
+    assert 0 < len(got) < len(starts)

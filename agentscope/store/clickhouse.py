@@ -184,9 +184,12 @@ def _literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _window(remote: Remote) -> tuple:
-    """(the condition on a span that puts its trace in, the condition on the spans read)."""
+def _window(remote: Remote, part: "tuple | None" = None) -> tuple:
+    """(the condition on a span that puts its trace in, the condition on the spans read).
+    ``part`` (k, parts): only the traces whose id hashes to part k of that many."""
     window, near = [], []
+    if part is not None:  # (lower: a trace whose rows spell its id in two cases stays whole)
+        window.append(f"cityHash64(lower(TraceId)) % {int(part[1])} = {int(part[0])}")
     day = 86_400 * 1_000_000_000
     if remote.since is not None:  # (urls.parse keeps both within 1970-2262, less a day)
         window.append(f"Timestamp >= fromUnixTimestamp64Nano(toInt64({remote.since}))")
@@ -260,10 +263,12 @@ def source(con: "Connection", remote: Remote) -> str:
     return f"(SELECT * REPLACE ({', '.join(replaced)}) FROM {table})"
 
 
-def spans_query(remote: Remote, table: "str | None" = None) -> str:
+def spans_query(remote: Remote, table: "str | None" = None,
+                part: "tuple | None" = None) -> str:
     """The SELECT that reads ``remote``'s spans as span file lines (from ``table``: the
-    :func:`source` of the spans; default: the URL's table, in the Map schema)."""
-    window, near = _window(remote)
+    :func:`source` of the spans; default: the URL's table, in the Map schema; ``part``: see
+    :func:`_window`)."""
+    window, near = _window(remote, part)
     accounting = "".join(f"{_integer_attribute(attr, column)} AS {column},\n    "
                          for column, attr in semconv.ACCOUNTING_ATTRIBUTES.items())
     consumed = "[" + ", ".join(_literal(a) for a in (
@@ -323,12 +328,13 @@ def _exists(con: Connection, remote: Remote, table: str) -> bool:
 
 
 # ---- the critical path, in ClickHouse --------------------------------------------------
-def path_query(remote: Remote, table: "str | None" = None) -> str:
+def path_query(remote: Remote, table: "str | None" = None,
+               part: "tuple | None" = None) -> str:
     """The SELECT of every trace's critical path in ``remote``'s window (one row per trace:
     ``critical_path.sql``), over the spans :func:`spans_query` reads from ``table``. It
     groups by trace only, so on a table sharded by trace id it can run on each shard apart
     (docs/clickhouse.md)."""
-    spans = _sql("path_spans.sql").format(spans=spans_query(remote, table),
+    spans = _sql("path_spans.sql").format(spans=spans_query(remote, table, part),
                                           min_epoch_ns=MIN_EPOCH_NS, max_epoch_ns=MAX_EPOCH_NS)
     return _sql("critical_path.sql").format(spans=f"({spans})")
 
@@ -345,31 +351,47 @@ class TracePath(NamedTuple):
     duplicates: int  # rows of a span id already seen
 
 
-def critical_paths(remote: "Remote | str") -> dict:
+# spans walked in one query: the query holds each trace's arrays (a few hundred bytes a span)
+# at once; a larger window is walked in parts, traces split by the hash of their id
+PART_SPANS = 2_000_000
+
+
+def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS) -> dict:
     """Every trace's critical path in ``remote`` (a URL, or its :class:`Remote`), walked in
     ClickHouse: {trace_id: :class:`TracePath`}, what
     :func:`agentscope.analyzers.critical_path.critical_path` gives of the trace as the store
     holds it (orphans adopted, each span id once, rows the store refuses left out). A trace
     without a root (a parent cycle alone) has no section. Only these per-trace rows travel
-    back."""
+    back, through a file. A window of more than ``part_spans`` spans is walked in parts
+    (traces split by the hash of their id: each part is what a shard would walk)."""
     if isinstance(remote, str):
         remote = parse(remote)
     if remote.scheme == "chdb" and not Path(remote.path).is_dir():
         raise StoreError(f"{remote.display}: no such chdb data directory")
+    paths: dict = {}
     con = Connection(remote)
     try:
         if not _exists(con, remote, remote.table):
             raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table}")
-        text = con.text(path_query(remote, source(con, remote)), "JSONEachRow", _OUTPUT)
+        table = source(con, remote)
+        rows = int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
+                            f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
+        parts = max(1, -(-rows // max(int(part_spans), 1)))
+        with tempfile.TemporaryDirectory(prefix="agentscope-paths-") as tmp:
+            for k in range(parts):
+                out = Path(tmp) / f"paths-{k}.jsonl"
+                con.to_file(path_query(remote, table, (k, parts) if parts > 1 else None),
+                            "JSONEachRow", out, _OUTPUT)
+                with open(out, encoding="utf-8") as f:
+                    for line in f:
+                        row = json.loads(line)
+                        paths[row["trace_id"]] = TracePath(
+                            tuple((s, int(a), int(b)) for s, a, b in row["sections"]),
+                            int(row["path_start"]), int(row["path_end"]),
+                            tuple(row["root_ids"]), int(row["off_path"]),
+                            int(row["duplicates"]))
     finally:
         con.close()
-    paths = {}
-    for line in text.splitlines():
-        row = json.loads(line)
-        paths[row["trace_id"]] = TracePath(
-            tuple((s, int(a), int(b)) for s, a, b in row["sections"]),
-            int(row["path_start"]), int(row["path_end"]), tuple(row["root_ids"]),
-            int(row["off_path"]), int(row["duplicates"]))
     return paths
 
 
