@@ -31,7 +31,7 @@
 -- that encloses it (latest start, then earliest end, then row), as store/sql/analysis_input.sql
 -- does; otherwise it is a root itself. Filled by str.format: spans.
 WITH
-traces AS (
+trace_rows AS (
     SELECT trace_id, length(rows) - length(firsts) AS duplicates,
         -- (start, span_id, end no earlier than start, parent id, kind), in row order
         arraySort(arrayMap(x -> (x.2, x.1, greatest(x.3, x.2), x.7, x.6), firsts)) AS r
@@ -52,9 +52,9 @@ columns AS (
         arrayMap(x -> x.3, r) AS en, arrayMap(x -> x.4, r) AS parent_ids,
         arrayMap(x -> x.5 = 'producer', r) AS producer,
         arrayMap(x -> x.5 = 'consumer', r) AS consumer,
-        -- rows by id, to find a parent by binary search
+        -- rows by id (the merge in sorted finds each parent among them)
         arraySort(i -> ids[i], range(1, n + 1)) AS by_id
-    FROM traces
+    FROM trace_rows
 ),
 sorted AS (
     SELECT *, arraySort(arrayConcat(
