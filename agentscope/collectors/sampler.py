@@ -206,10 +206,7 @@ class Sampler:
         for loop in list(self.loops or ()):
             key = id(loop)
             if key in self._probing:  # still waiting: the loop is held; by which span?
-                span = self.holder(loop) if self.holder is not None else None
-                if span is not None:
-                    seen = self._held.setdefault(key, {})
-                    seen[span] = seen.get(span, 0) + 1
+                self._saw_holder(loop, key, 1.0)
                 continue
             try:
                 if loop.is_closed() or not loop.is_running():
@@ -222,10 +219,15 @@ class Sampler:
             # a task running on the loop now holds the probe until it yields: seen at half
             # the weight of a round that finds the probe still waiting (a round may be all
             # there is when this thread gets little CPU while the loop is held)
-            span = self.holder(loop) if self.holder is not None else None
-            if span is not None and key in self._probing:  # (not landed meanwhile)
-                seen = self._held.setdefault(key, {})
-                seen[span] = seen.get(span, 0) + 0.5
+            self._saw_holder(loop, key, 0.5)
+
+    def _saw_holder(self, loop: object, key: int, weight: float) -> None:
+        """Count ``weight`` for the span running on ``loop`` now (``holder``), if any, while
+        its probe waits."""
+        span = self.holder(loop) if self.holder is not None else None
+        if span is not None and key in self._probing:  # (not landed meanwhile)
+            seen = self._held.setdefault(key, {})
+            seen[span] = seen.get(span, 0) + weight
 
     def _landed(self, key: int, sent_ns: int) -> None:
         """On the loop's thread: the probe ran; its lag, where it matters, for the next

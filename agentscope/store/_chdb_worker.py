@@ -1,8 +1,8 @@
 """chdb (in-process ClickHouse) in a process of its own, for :class:`.clickhouse.Connection`.
 
 Run as a script (it imports nothing of agentscope): ``python _chdb_worker.py PATH``. It opens
-a chdb session on PATH and answers one JSON line per JSON line read: ``{"q": statement,
-"f": format}`` -> ``{"text": output}`` or ``{"error": message}``; the first line it writes
+a chdb session on PATH and answers one JSON line per JSON line read: ``{"q": statement}``
+(its FORMAT in it) -> ``{"text": output}`` or ``{"error": message}``; the first line it writes
 says whether the session opened. It ends when its input does.
 
 Why apart: ClickHouse's engine keeps what it allocated, and every thread of its pools holds
@@ -36,7 +36,7 @@ def main() -> None:
         for line in sys.stdin:
             request = json.loads(line)
             try:
-                text = con.query(request["q"], request["f"]).bytes().decode(errors="replace")
+                text = con.query(request["q"], "").bytes().decode(errors="replace")
             except Exception as e:  # noqa: BLE001 - told to the parent
                 reply({"error": str(e)})
                 continue

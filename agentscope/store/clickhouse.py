@@ -17,13 +17,14 @@ service reads whole traces: every span of each trace with a span that started in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from .. import semconv
 from ..errors import StoreError
@@ -143,7 +144,7 @@ class _Apart:
     def query(self, statement: str) -> str:
         """The output of ``statement`` (its FORMAT in it), or :class:`Exception` with
         ClickHouse's message."""
-        self._proc.stdin.write(json.dumps({"q": statement, "f": ""}) + "\n")
+        self._proc.stdin.write(json.dumps({"q": statement}) + "\n")
         self._proc.stdin.flush()
         got = self._answer()
         if "error" in got:
@@ -222,7 +223,7 @@ _ATTRIBUTE_COLUMNS = ("ResourceAttributes", "SpanAttributes", "Events.Attributes
 _JSON_LEVELS = 6
 
 
-def _flat_attributes(value: str, level: int = 0) -> str:
+def _flat_attributes(value: str) -> str:
     """The SQL of a Map(String, String) of the JSON-typed attributes ``value`` as the
     exporter's Map schema holds them: ClickHouse's JSON type keeps a dotted name as nested
     objects ("agentscope.stage" comes back as {"agentscope": {"stage": ...}}), so objects
@@ -236,7 +237,7 @@ def _flat_attributes(value: str, level: int = 0) -> str:
         return (f"arrayFlatten(arrayMap({p} -> {inner}, "
                 f"JSONExtractKeysAndValuesRaw({raw})))")
 
-    flat = pairs(f"toJSONString({value})", "", level)
+    flat = pairs(f"toJSONString({value})", "", 0)
     return (f"mapFromArrays(arrayMap(q -> q.1, {flat}), arrayMap(q -> if(JSONType(q.2) = "
             f"'String', JSONExtractString(q.2), q.2), {flat}))")
 
@@ -287,17 +288,9 @@ def read_into(remote: Remote, directory: Path) -> tuple:
     into ``directory`` as a span file and a sample file, for the store to load: (spans,
     samples) written. chdb writes them itself, in its own process (:class:`_Apart`: its
     engine's memory is given back before the analysis)."""
-    if remote.scheme == "chdb" and not Path(remote.path).is_dir():
-        raise StoreError(f"{remote.display}: no such chdb data directory")
-    con = Connection(remote)
-    try:
-        if not _exists(con, remote, remote.table):
-            raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table} "
-                             "(the Collector's ClickHouse exporter makes otel_traces; "
-                             "`agentscope export clickhouse` makes one from trace files)")
+    with _reading(remote) as (con, table):
         directory.mkdir(parents=True, exist_ok=True)
         spans = directory / "spans-clickhouse-0-1.jsonl"
-        table = source(con, remote)
         con.to_file(spans_query(remote, table), "JSONEachRow", spans, _OUTPUT)
         n_spans = _lines(spans)
         n_samples = 0
@@ -312,6 +305,21 @@ def read_into(remote: Remote, directory: Path) -> tuple:
                 "JSONEachRow", samples, _OUTPUT)
             n_samples = _lines(samples)
         return n_spans, n_samples
+
+
+@contextlib.contextmanager
+def _reading(remote: Remote) -> Iterator[tuple]:
+    """(a connection to ``remote``, what its spans are read from: :func:`source`), once its
+    chdb directory and its spans table are known to exist; closed after."""
+    if remote.scheme == "chdb" and not Path(remote.path).is_dir():
+        raise StoreError(f"{remote.display}: no such chdb data directory")
+    con = Connection(remote)
+    try:
+        if not _exists(con, remote, remote.table):
+            raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table} "
+                             "(the Collector's ClickHouse exporter makes otel_traces; "
+                             "`agentscope export clickhouse` makes one from trace files)")
+        yield con, source(con, remote)
     finally:
         con.close()
 
@@ -366,14 +374,8 @@ def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS) -> dict
     (traces split by the hash of their id: each part is what a shard would walk)."""
     if isinstance(remote, str):
         remote = parse(remote)
-    if remote.scheme == "chdb" and not Path(remote.path).is_dir():
-        raise StoreError(f"{remote.display}: no such chdb data directory")
     paths: dict = {}
-    con = Connection(remote)
-    try:
-        if not _exists(con, remote, remote.table):
-            raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table}")
-        table = source(con, remote)
+    with _reading(remote) as (con, table):
         rows = int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
                             f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
         parts = max(1, -(-rows // max(int(part_spans), 1)))
@@ -390,8 +392,6 @@ def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS) -> dict
                             int(row["path_start"]), int(row["path_end"]),
                             tuple(row["root_ids"]), int(row["off_path"]),
                             int(row["duplicates"]))
-    finally:
-        con.close()
     return paths
 
 
