@@ -91,15 +91,19 @@ class Connection:
     def command(self, statement: str) -> None:
         self.text(statement)
 
-    def to_file(self, statement: str, fmt: str, path: Path, settings: str = "") -> None:
+    def to_file(self, statement: str, fmt: str, path: Path, settings: str = "",
+                append: bool = False) -> None:
         """Write the output of ``statement`` in the format ``fmt`` to the new file ``path``
-        (chdb writes it itself: no copy of it in Python)."""
+        (``append``: at the end of the file ``path``); chdb writes it itself: no copy of it
+        in Python."""
         if self._session is not None:
-            self.text(f"{statement}\nINTO OUTFILE {_literal(str(path))}", fmt, settings)
+            self.text(f"{statement}\nINTO OUTFILE {_literal(str(path))}"
+                      + (" APPEND" if append else ""), fmt, settings)
             if not path.exists():  # (nothing selected)
                 path.write_bytes(b"")
         else:
-            path.write_bytes(self.text(statement, fmt, settings).encode())
+            with open(path, "ab" if append else "wb") as f:
+                f.write(self.text(statement, fmt, settings).encode())
 
     def close(self) -> None:
         if self._session is not None:
@@ -264,12 +268,22 @@ def source(con: "Connection", remote: Remote) -> str:
     return f"(SELECT * REPLACE ({', '.join(replaced)}) FROM {table})"
 
 
+# which rows spans_query reads: the condition on them, and their order
+_ROWS = {"all": ("1", ""),
+         "once": ("(lower(TraceId), lower(SpanId)) NOT IN repeated", ""),
+         "repeated": ("(lower(TraceId), lower(SpanId)) IN repeated",
+                      "ORDER BY trace_id, start_ns, span_id, end_ns, parent_span_id, kind")}
+
+
 def spans_query(remote: Remote, table: "str | None" = None,
-                part: "tuple | None" = None) -> str:
+                part: "tuple | None" = None, rows: str = "all") -> str:
     """The SELECT that reads ``remote``'s spans as span file lines (from ``table``: the
     :func:`source` of the spans; default: the URL's table, in the Map schema; ``part``: see
-    :func:`_window`)."""
+    :func:`_window`). ``rows``: ``all``, in any order; ``once``: those whose (trace, span)
+    ids no other row has, in any order; ``repeated``: the others, in the order whose first
+    of each id the store keeps (by start, end, parent and kind)."""
     window, near = _window(remote, part)
+    condition, order = _ROWS[rows]
     accounting = "".join(f"{_integer_attribute(attr, column)} AS {column},\n    "
                          for column, attr in semconv.ACCOUNTING_ATTRIBUTES.items())
     consumed = "[" + ", ".join(_literal(a) for a in (
@@ -280,7 +294,8 @@ def spans_query(remote: Remote, table: "str | None" = None,
            f"AND {hi}, toInt64({pid_text}), NULL)")
     return _sql("spans_of_otel_traces.sql").format(
         table=table or remote.quoted(remote.table), window=window, near=near, pid=pid,
-        accounting=accounting, consumed=consumed, columns=", ".join(SPAN_COLUMNS))
+        accounting=accounting, consumed=consumed, columns=", ".join(SPAN_COLUMNS),
+        rows=condition, order=order)
 
 
 def read_into(remote: Remote, directory: Path) -> tuple:
@@ -291,7 +306,11 @@ def read_into(remote: Remote, directory: Path) -> tuple:
     with _reading(remote) as (con, table):
         directory.mkdir(parents=True, exist_ok=True)
         spans = directory / "spans-clickhouse-0-1.jsonl"
-        con.to_file(spans_query(remote, table), "JSONEachRow", spans, _OUTPUT)
+        # each id of one row, then the rows of a repeated id, in the order the store keeps
+        # the first of (sorting every row would cost more than reading it)
+        con.to_file(spans_query(remote, table, rows="once"), "JSONEachRow", spans, _OUTPUT)
+        con.to_file(spans_query(remote, table, rows="repeated"), "JSONEachRow", spans,
+                    _OUTPUT, append=True)
         n_spans = _lines(spans)
         n_samples = 0
         if n_spans and _exists(con, remote, remote.samples):
