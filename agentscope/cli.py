@@ -202,7 +202,8 @@ def _window(f):
 
     for name, metavar, help_ in reversed((
             ("since", "TIME", "With a ClickHouse SOURCE: only traces with a span that started "
-                              "at or after TIME (ISO 8601, UTC unless it says; or epoch s)."),
+                              "at or after TIME (ISO 8601, UTC unless it says; epoch s; or a "
+                              "duration before now: 1h, 30m, 7d)."),
             ("until", "TIME", "With a ClickHouse SOURCE: ... before TIME."),
             ("service", "NAME", "With a ClickHouse SOURCE: only traces with a span of this "
                                 "service."))):
@@ -250,6 +251,21 @@ class _ProgressBar:
             self.bar.__exit__(None, None, None)
 
 
+def _windowed(trace_dir: str) -> str:
+    """SOURCE with the window that --since, --until and --service chose (a usage error for a
+    directory or a file: they are read whole)."""
+    window = click.get_current_context().meta.get(_WINDOW_KEY)
+    if not window:
+        return trace_dir
+    from . import urls
+
+    if not urls.is_url(trace_dir):
+        raise click.UsageError("--since, --until and --service choose what of a ClickHouse "
+                               "SOURCE is read (chdb://, clickhouse://); a directory or "
+                               "file is read whole")
+    return urls.with_window(trace_dir, **window)
+
+
 def _analysis(trace_dir: str, db: "str | None", quiet: bool = False, reuse: bool = False):
     """Load and analyse TRACE_DIR through the front door, with a progress bar on long loads
     and, on stderr, why there is nothing to report when there is nothing (and with -v what
@@ -257,15 +273,7 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False, reuse: bool
     changed since it (open_store: what ``query`` reads)."""
     from .analysis import analyze, open_store
 
-    window = click.get_current_context().meta.get(_WINDOW_KEY)
-    if window:
-        from . import urls
-
-        if not urls.is_url(trace_dir):
-            raise click.UsageError("--since, --until and --service choose what of a ClickHouse "
-                                   "SOURCE is read (chdb://, clickhouse://); a directory or "
-                                   "file is read whole")
-        trace_dir = urls.with_window(trace_dir, **window)
+    trace_dir = _windowed(trace_dir)
     quiet = quiet or _level() == QUIET
     bar = None if quiet else _ProgressBar()
     started = time.perf_counter()
@@ -861,25 +869,30 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
 @_db_option
 @click.option("--refresh", type=float, default=15.0, show_default=True,
               help="Seconds between loads of what was appended to SOURCE (at a scrape).")
+@_window
 @_verbosity()
 def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: float) -> None:
     """Expose SOURCE's analysis as Prometheus metrics on http://ADDRESS:PORT/metrics.
 
-    Computed at scrape time: new lines in SOURCE (a live `agentscope run` writing into it)
-    are loaded and analysed again, at most every --refresh seconds. Metric names:
-    docs/grafana.md. Stops on Ctrl-C or SIGTERM.
+    Computed at scrape time, at most every --refresh seconds: new lines in a trace directory
+    (a live `agentscope run` writing into it) are loaded and their traces analysed again; a
+    ClickHouse SOURCE's window is read again when its rows changed (a window given as a
+    duration, --since 1h, moves with the clock). Metric names: docs/grafana.md. Stops on
+    Ctrl-C or SIGTERM.
 
     \b
     Examples:
         agentscope serve traces/                      # scrape localhost:9464/metrics
         agentscope serve traces/ --address 0.0.0.0 --port 9464
+        agentscope serve 'clickhouse://reader@ch/otel?table=otel_traces' --since 1h --refresh 60
     """
     from . import urls
     from .exporters.prometheus import serve as serve_metrics
 
-    if urls.is_url(trace_dir):
-        raise click.UsageError("serve watches a trace directory; a ClickHouse source is not "
-                               "served yet (docs/clickhouse.md)")
+    trace_dir = _windowed(trace_dir)
+    if urls.is_url(trace_dir) and db is not None:
+        raise click.UsageError("serve reads a ClickHouse SOURCE's window into memory at each "
+                               "refresh; --db keeps a trace directory's store")
 
     try:
         serve_metrics(trace_dir, db, refresh, port, address, ready=lambda url: _say(

@@ -1,8 +1,8 @@
 """Source URLs of traces kept in ClickHouse: ``chdb://PATH`` (in-process ClickHouse) and
 ``clickhouse://[user[:password]@]host[:port]/database`` (a server, over HTTP), each with
 ``?table=`` (the spans table; default ``otel_traces``), ``samples=`` (agentscope's samples
-table; default ``agentscope_samples``), ``since=`` and ``until=`` (ISO 8601 times or epoch
-seconds) and ``service=``. Parsed here, read by :mod:`agentscope.store.clickhouse`.
+table; default ``agentscope_samples``), ``since=`` and ``until=`` (ISO 8601 times, epoch
+seconds, or durations before now: ``1h``) and ``service=``. Parsed here, read by :mod:`agentscope.store.clickhouse`.
 Credentials come from the URL or from ``CLICKHOUSE_USER`` / ``CLICKHOUSE_PASSWORD``; what
 outputs show of a URL (:attr:`Remote.display`) never holds a password.
 """
@@ -13,6 +13,7 @@ import datetime
 import math
 import os
 import re
+import time
 import urllib.parse
 from typing import Any, NamedTuple, Optional
 
@@ -148,10 +149,24 @@ def parse(source: str) -> Remote:
                   password, since, until, service)
 
 
+# a duration as Prometheus writes one (1h, 30m, 1h30m, 7d, 1w), meaning "that long ago"
+_DURATION = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
+_UNIT_S = (604_800, 86_400, 3_600, 60, 1)
+
+
 def _time(value: Optional[str], what: str) -> Optional[int]:
-    """Epoch ns of an ISO 8601 time (UTC unless it says) or of epoch seconds."""
+    """Epoch ns of an ISO 8601 time (UTC unless it says), of epoch seconds, or of a duration
+    (``1h``, ``30m``, ``1h30m``, ``7d``, ``1w``: that long before now, read at each parse: a
+    window that moves, for ``serve``)."""
     if value is None or value == "":
         return None
+    ago = _DURATION.match(value.strip())
+    if ago and any(ago.groups()):
+        seconds = sum(int(n) * unit for n, unit in zip(ago.groups(), _UNIT_S) if n)
+        at = time.time_ns() - seconds * 1_000_000_000
+        if at < 0:
+            raise StoreError(f"the ClickHouse URL's {what} reaches before 1970: {value!r}")
+        return at
     try:
         seconds = float(value)
     except ValueError:
@@ -163,8 +178,8 @@ def _time(value: Optional[str], what: str) -> Optional[int]:
     try:
         at = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise StoreError(f"the ClickHouse URL's {what} is neither an ISO 8601 time nor epoch "
-                         f"seconds: {value!r}") from None
+        raise StoreError(f"the ClickHouse URL's {what} is neither an ISO 8601 time, epoch "
+                         f"seconds nor a duration before now (1h, 30m, 7d): {value!r}") from None
     if at.tzinfo is None:
         at = at.replace(tzinfo=datetime.timezone.utc)
     delta = at - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -338,11 +339,95 @@ def test_export_takes_spans_larger_than_a_query(tmp_path):
     _same_analysis(direct, back)
 
 
-def test_serve_refuses_a_url(tmp_path):
-    got = subprocess.run([sys.executable, "-m", "agentscope.cli", "serve",
-                          f"chdb://{tmp_path}?table=otel_traces"], capture_output=True,
-                         text=True, cwd=tmp_path, timeout=120)
-    assert got.returncode == 2 and "not served yet" in got.stderr
+def _trace_at(path: Path, trace: str, start_ns: int, service: str = "svc") -> None:
+    """One root span of ``trace`` at ``start_ns`` (1 s long) into chdb's otel_traces at
+    ``path`` (made where missing)."""
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{path}"))
+    con.query(clickhouse._sql("otel_traces.sql").format(table="`default`.`otel_traces`"))
+    con.query(f"""INSERT INTO `default`.`otel_traces` (Timestamp, TraceId, SpanId, SpanName,
+        SpanKind, ServiceName, Duration, StatusCode) VALUES
+        (fromUnixTimestamp64Nano(toInt64({start_ns})), '{trace}', 'b7ad6b7169203331',
+         'agent.run', 'Server', '{service}', 1000000000, 'Ok')""")
+    con.close()
+
+
+def test_a_window_given_as_a_duration_moves_with_the_clock(monkeypatch):
+    from agentscope import urls
+
+    now = 1_800_000_000 * 10**9
+    monkeypatch.setattr(urls.time, "time_ns", lambda: now)
+    assert urls.parse("chdb:///x?since=1h").since == now - 3600 * 10**9
+    assert urls.parse("chdb:///x?since=1h30m&until=5m").until == now - 300 * 10**9
+    assert urls.parse("chdb:///x?since=2w3d").since == now - (14 + 3) * 86_400 * 10**9
+    assert urls.parse("chdb:///x?since=90s").since == now - 90 * 10**9
+    monkeypatch.setattr(urls.time, "time_ns", lambda: now + 10**9)
+    assert urls.parse("chdb:///x?since=1h").since == now + 10**9 - 3600 * 10**9
+    # (a number alone is epoch seconds, as before; units and order as Prometheus writes them)
+    assert urls.parse("chdb:///x?since=90").since == 90 * 10**9
+    for bad in ("5x", "1m1h", "h", "1.5h"):
+        with pytest.raises(StoreError, match="duration before now"):
+            urls.parse(f"chdb:///x?since={bad}")
+    with pytest.raises(StoreError, match="before 1970"):
+        urls.parse("chdb:///x?since=10000w")
+
+
+def test_serve_watches_a_clickhouse_window(tmp_path, monkeypatch):
+    """serve over a URL: the window is read again when its rows changed (a new trace), not
+    at a scrape that finds it as it was; a window given as a duration moves with the clock;
+    each refresh lets the last analysis' store go."""
+    from agentscope import urls
+    from agentscope.exporters.prometheus import TraceDirCollector
+
+    now = 1_800_000_000 * 10**9
+    monkeypatch.setattr(urls.time, "time_ns", lambda: now)
+    ch = tmp_path / "ch"
+    _trace_at(ch, "0af7651916cd43dd8448eb211c80319c", now - 1800 * 10**9)  # 30 min ago
+    _trace_at(ch, "1af7651916cd43dd8448eb211c80319c", now - 7200 * 10**9)  # 2 h ago
+    collector = TraceDirCollector(f"chdb://{ch}?table=otel_traces&since=1h", refresh_s=0.0)
+
+    def tasks():
+        fam = next(f for f in collector.collect() if f.name == "agentscope_tasks")
+        return sum(s.value for s in fam.samples)
+
+    assert tasks() == 1 and collector.refreshes == 1
+    first = collector._analysis
+    assert tasks() == 1 and collector.refreshes == 1  # nothing new: not read again
+    _trace_at(ch, "2af7651916cd43dd8448eb211c80319c", now - 60 * 10**9)
+    assert tasks() == 2 and collector.refreshes == 2
+    with pytest.raises(ValueError, match="closed"):  # the last store was let go
+        first.query("SELECT 1")
+    monkeypatch.setattr(urls.time, "time_ns", lambda: now + 3600 * 10**9)  # an hour on
+    assert tasks() == 0 and collector.refreshes == 3
+    assert collector.failures == 0
+
+
+def test_serve_a_url_from_the_command_line(tmp_path):
+    ch = tmp_path / "ch"
+    _trace_at(ch, "0af7651916cd43dd8448eb211c80319c", 1_800_000_000 * 10**9)
+    url = f"chdb://{ch}?table=otel_traces"
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "agentscope.cli", "serve", *args],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+    got = run(url, "--db", str(tmp_path / "x.duckdb"))
+    assert got.returncode == 2 and "--db keeps a trace directory's store" in got.stderr
+    got = run(str(REPO / "sample_traces" / "cpu"), "--since", "1h")
+    assert got.returncode == 2 and "a directory or file is read whole" in got.stderr
+    got = run(url, "--since", "soon")
+    assert got.returncode == 1 and "'soon'" in got.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "agentscope.cli", "serve", url, "--port",
+                             "0", "--service", "svc"], stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        line = proc.stderr.readline()
+        assert "serving metrics of chdb://" in line and "service=svc" in line, line
+        body = urllib.request.urlopen(line.rsplit(" on ", 1)[1].strip(), timeout=60).read()
+        assert b'agentscope_tasks_total{' in body and b'service="svc"' in body
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    assert proc.returncode == 0
 
 
 # the Collector's JSON-typed schema (its traces_json_table template): the attribute columns

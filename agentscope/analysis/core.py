@@ -193,8 +193,11 @@ def _open_store(root: Path, db: "str | os.PathLike[str] | None", found: tuple,
 
 
 def source_state(source: "str | os.PathLike[str]") -> tuple:
-    """The loadable files of a trace directory and their sizes: when this has not changed,
-    an analysis of it would find nothing new."""
+    """The loadable files of a trace directory and their sizes; of a ClickHouse URL, the
+    count and latest time of the rows its window reads (:func:`.clickhouse.window_state`):
+    when this has not changed, an analysis of it would find nothing new."""
+    if urls.is_url(source):
+        return clickhouse.window_state(urls.parse(source))
     found, _ = Store.sources(source)
     return tuple(sorted((str(s.path), s.path.stat().st_size) for s in found))
 

@@ -282,12 +282,18 @@ def sampled_metrics(analysis: Any) -> list:
 
 
 class TraceDirCollector:
-    """A prometheus_client collector over a trace directory: it loads and analyses again at a
-    scrape when files changed (only the traces the new data touched: ``analyze(previous=)``),
-    at most every ``refresh_s`` seconds; in between it serves the last result."""
+    """A prometheus_client collector over a trace directory or a ClickHouse URL: it loads and
+    analyses again at a scrape when the source changed (a directory: only the traces the new
+    data touched, ``analyze(previous=)``; a URL: its window read again, which a window given
+    as a duration, ``since=1h``, moves with the clock), at most every ``refresh_s`` seconds;
+    in between it serves the last result."""
 
     def __init__(self, trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0):
+        from .. import urls
+
         self.trace_dir = trace_dir
+        # what the log names: a URL without its password
+        self.name = urls.parse(trace_dir).display if urls.is_url(trace_dir) else trace_dir
         self.db = db
         self.refresh_s = refresh_s
         self._lock = threading.Lock()
@@ -304,15 +310,23 @@ class TraceDirCollector:
         return source_state(self.trace_dir)
 
     def refresh(self) -> None:
+        from .. import urls
         from ..analysis import analyze
 
-        # only the traces touched since the last refresh are analysed again (analyze's
-        # previous=); the last analysis is kept for that
-        analysis = analyze(self.trace_dir, self.db, previous=self._analysis)
+        if urls.is_url(self.trace_dir):
+            # the window read again, into a store in memory; the last one's is let go
+            analysis = analyze(self.trace_dir, self.db)
+            metrics = analysis_metrics(analysis) + sampled_metrics(analysis)
+            if self._analysis is not None:
+                self._analysis.close()
+        else:
+            # only the traces touched since the last refresh are analysed again (analyze's
+            # previous=); the last analysis is kept for that
+            analysis = analyze(self.trace_dir, self.db, previous=self._analysis)
+            metrics = analysis_metrics(analysis) + sampled_metrics(analysis)
         self._analysis = analysis
-        metrics = analysis_metrics(analysis) + sampled_metrics(analysis)
-        up = _families()[1]("agentscope_last_refresh_timestamp_seconds", "When the trace "
-                            "directory was last loaded and analysed")
+        up = _families()[1]("agentscope_last_refresh_timestamp_seconds", "When the source "
+                            "was last loaded and analysed")
         up.add_metric([], time.time())
         self._metrics = metrics + [up]
         self.refreshes += 1
@@ -332,11 +346,11 @@ class TraceDirCollector:
                     from .._log import log_once
 
                     log_once(f"serve:{type(e).__name__}", "agentscope serve: could not "
-                             "analyse %s again (%r); serving the last result", self.trace_dir,
+                             "analyse %s again (%r); serving the last result", self.name,
                              e)
             metrics = list(self._metrics)
         failed = _families()[0]("agentscope_refresh_failures", "Times serve could not load "
-                                "and analyse the trace directory again")
+                                "and analyse the source again")
         failed.add_metric([], self.failures)
         return iter(metrics + [failed])
 

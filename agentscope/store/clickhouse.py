@@ -343,6 +343,26 @@ def _reading(remote: Remote) -> Iterator[tuple]:
         con.close()
 
 
+def window_state(remote: "Remote | str") -> tuple:
+    """What changes when ``remote``'s window gains or loses rows: its bounds (a window given
+    as a duration moves with the clock), and the count and the latest timestamp of the spans
+    (and of the samples, where there is a samples table) within a day of it (its ``near``:
+    what a read of it scans), by two aggregate queries. When this has not changed, a new
+    read of the window would find nothing new."""
+    if isinstance(remote, str):
+        remote = parse(remote)
+    _, near = _window(remote)
+    state: list = [(remote.since, remote.until)]
+    with _reading(remote) as (con, _):
+        for table in (remote.table, remote.samples):
+            if table != remote.table and not _exists(con, remote, table):
+                continue
+            state.append(tuple(con.text(
+                f"SELECT count(), max(toUnixTimestamp64Nano(Timestamp)) FROM "
+                f"{remote.quoted(table)} WHERE {near}", "TabSeparated").split()))
+    return tuple(state)
+
+
 def _lines(path: Path) -> int:
     with open(path, "rb") as f:
         return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
