@@ -2,9 +2,10 @@
 ``clickhouse://[user[:password]@]host[:port]/database`` (a server, over HTTP), each with
 ``?table=`` (the spans table; default ``otel_traces``), ``samples=`` (agentscope's samples
 table; default ``agentscope_samples``), ``since=`` and ``until=`` (ISO 8601 times, epoch
-seconds, or durations before now: ``1h``) and ``service=``. Parsed here, read by :mod:`agentscope.store.clickhouse`.
-Credentials come from the URL or from ``CLICKHOUSE_USER`` / ``CLICKHOUSE_PASSWORD``; what
-outputs show of a URL (:attr:`Remote.display`) never holds a password.
+seconds, or durations before now: ``1h``) and ``service=``. Parsed here, read by
+:mod:`agentscope.store.clickhouse`. Credentials come from the URL or from
+``CLICKHOUSE_USER`` / ``CLICKHOUSE_PASSWORD``; what outputs show of a URL
+(:attr:`Remote.display`) never holds a password.
 """
 
 from __future__ import annotations

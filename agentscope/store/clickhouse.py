@@ -363,6 +363,14 @@ def window_state(remote: "Remote | str") -> tuple:
     return tuple(state)
 
 
+def _parts(con: Connection, remote: Remote, part_spans: int) -> int:
+    """In how many parts (traces split by the hash of their id) ``remote``'s window is read
+    for each to hold about ``part_spans`` spans: by the count of the spans in the window."""
+    rows = int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
+                        f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
+    return max(1, -(-rows // max(int(part_spans), 1)))
+
+
 def _lines(path: Path) -> int:
     with open(path, "rb") as f:
         return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
@@ -415,9 +423,7 @@ def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS) -> dict
         remote = parse(remote)
     paths: dict = {}
     with _reading(remote) as (con, table):
-        rows = int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
-                            f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
-        parts = max(1, -(-rows // max(int(part_spans), 1)))
+        parts = _parts(con, remote, part_spans)
         with tempfile.TemporaryDirectory(prefix="agentscope-paths-") as tmp:
             for k in range(parts):
                 out = Path(tmp) / f"paths-{k}.jsonl"
