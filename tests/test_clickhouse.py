@@ -68,6 +68,36 @@ def test_sample_traces_round_trip_to_the_same_analysis(tmp_path):
     _same_analysis(direct, back)
 
 
+def test_a_large_window_is_kept_in_a_temporary_store(tmp_path, monkeypatch):
+    """A window of more spans than FILE_STORE_SPANS is held in a temporary DuckDB file rather
+    than in memory: the same analysis and SQL; the file is removed at close(), or when the
+    last analysis that reads it is let go."""
+    import gc
+
+    from agentscope.analysis import core
+
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    clickhouse_out.export(agentscope.analyze(REPO / "sample_traces", db=":memory:"), url)
+    in_memory = agentscope.analyze(url)
+    assert in_memory._store.temporary is None and in_memory._store.path is None
+    monkeypatch.setattr(core, "FILE_STORE_SPANS", 10)
+    a = agentscope.analyze(url)
+    where = Path(a._store.temporary.name)
+    assert a._store.path == where / "store.duckdb" and a._store.path.exists()
+    _same_analysis(in_memory, a)
+    assert len(a.query("SELECT * FROM spans")) == a.summary.spans
+    a.close()
+    assert not where.exists()
+    with pytest.raises(ValueError, match="store was closed"):
+        a.query("SELECT 1")
+    b = core.open_store(url)  # (what `agentscope query` reads)
+    where = Path(b._store.temporary.name)
+    assert b.query("SELECT count(*) AS n FROM spans")["n"][0] == in_memory.summary.spans
+    del b
+    gc.collect()
+    assert not where.exists()
+
+
 def test_messy_traces_round_trip(tmp_path):
     """Orphans, gaps between roots, children outside their parent, zero-length spans, errors,
     spans without accounting, 10 Hz host counters."""

@@ -145,14 +145,27 @@ def _load(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None",
     return store, load, notes
 
 
+# spans of a ClickHouse window above which the store that holds them (when no db= names one)
+# is a temporary file rather than memory: at 5M spans 2.7 GB instead of 3.8 GB, for about 10 %
+# more time (benchmarks/RESULTS.md); below, memory is the faster
+FILE_STORE_SPANS = 1_000_000
+
+
 def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
                      progress: Optional[Progress], batch: bool) -> tuple:
     """:func:`_load` of a ClickHouse source: its spans (whole traces in its window) and the
     samples over their time, read as span and sample files and loaded into the store (``db``;
-    default: in memory). A problem names the URL and the row (its line in what was read)."""
+    default: in memory, or, for a window of more than :data:`FILE_STORE_SPANS` spans, a
+    temporary file removed with the last analysis that reads it). A problem names the URL
+    and the row (its line in what was read)."""
     with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
-        clickhouse.read_into(remote, Path(tmp))
+        spans, _ = clickhouse.read_into(remote, Path(tmp))
+        temporary = None
+        if db is None and spans > FILE_STORE_SPANS:
+            temporary = tempfile.TemporaryDirectory(prefix="agentscope-store-")
+            db = Path(temporary.name) / "store.duckdb"
         store = Store(MEMORY if db is None else db, keep_freed_blocks=batch)
+        store.temporary = temporary
         try:
             load = store.load(Path(tmp), progress=None if progress is None else
                               (lambda n: progress(n, n)))
@@ -315,17 +328,21 @@ def _load_warnings(store: Store, load: LoadReport, source: str, tasks: int) -> l
 
 class _StoreRef:
     """How an analysis reaches its store again: its file, opened read-only for each use, or,
-    for a store in memory, the open store itself (until closed)."""
+    for a store in memory, the open store itself (until closed; a temporary file is removed
+    then)."""
 
     def __init__(self, store: Store) -> None:
         self.path = store.path
         self.store = store if store.path is None else None
+        # a temporary store's directory: removed at close(), or when the last analysis that
+        # reads it is let go
+        self.temporary = store.temporary
 
     @contextlib.contextmanager
     def open(self) -> Iterator[Store]:
         if self.path is None:
             if self.store is None:
-                raise ValueError("this analysis' in-memory store was closed")
+                raise ValueError("this analysis' store was closed (Analysis.close())")
             yield self.store
             return
         store = Store(self.path, read_only=True)
@@ -339,7 +356,7 @@ class _StoreRef:
         read-only and locked down (store/user_sql.py); one in memory reads its copy."""
         if self.path is None:
             if self.store is None:
-                raise ValueError("this analysis' in-memory store was closed")
+                raise ValueError("this analysis' store was closed (Analysis.close())")
             return self.store.read(statement, frame)
         check_statement(statement)  # before the file is opened (or waited for)
         with UserSQL.on_file(self.path) as user:
@@ -349,6 +366,9 @@ class _StoreRef:
         if self.store is not None:
             self.store.close()
             self.store = None
+        if self.temporary is not None:
+            self.temporary.cleanup()
+            self.path = None  # (reading it now: "closed", as a store in memory)
 
 
 @dataclasses.dataclass(frozen=True, repr=False, eq=False)
@@ -555,7 +575,8 @@ class Analysis:
             return store.latest_samples(metrics)
 
     def close(self) -> None:
-        """Close an in-memory store (a store in a file needs no closing)."""
+        """Close an in-memory store, or remove a temporary one (a ClickHouse window of more
+        than :data:`FILE_STORE_SPANS` spans); a store in a file of yours needs no closing."""
         self._store.close()
 
     def __enter__(self) -> "Analysis":
@@ -603,7 +624,7 @@ class StoredAnalysis:
         return self._store.read(statement, frame=False)
 
     def close(self) -> None:
-        """Close an in-memory store (a store in a file needs no closing)."""
+        """Close an in-memory store, or remove a temporary one (as :meth:`Analysis.close`)."""
         self._store.close()
 
     def __enter__(self) -> "StoredAnalysis":

@@ -55,6 +55,8 @@ class Store:
         self._keep_freed_blocks = keep_freed_blocks
         self._lock_wait_s = lock_wait_s
         self._user_sql: Optional[UserSQL] = None  # a store in memory: the copy users query
+        # what a temporary store's file lives in (its owner removes it; None: not temporary)
+        self.temporary: Any = None
         if self.path is not None and not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = self._connect()
