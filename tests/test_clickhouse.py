@@ -313,6 +313,7 @@ def test_a_bad_row_is_named_by_the_url_and_the_rest_loads(tmp_path):
     url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
     a = agentscope.analyze(url)
     assert [p.path for p in a.problems] == [f"{url} (span rows)"]
+    assert [p.path for p in a.load.problems] == [f"{url} (span rows)"]  # (what the load said)
     assert a.problems[0].line is not None and "span_id" in a.problems[0].reason
     assert a.to_dict()["problems"][0]["file"] == f"{url} (span rows)"
     assert a.summary.spans == 3  # (the three good rows)

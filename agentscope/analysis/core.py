@@ -172,13 +172,12 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         except BaseException:
             store.close()
             raise
-        # a problem names the URL and the row, not the files the rows passed through (named
-        # by their absolute paths, which tmp's are)
-        labels = f"{remote.display} (span rows)", f"{remote.display} (sample rows)"
-        store.relabel_problems(tmp, *labels)
+        # a problem names the URL and the row, not the file the rows passed through
+        labels = {str(Path(tmp) / name): f"{remote.display} ({rows})"
+                  for name, rows in clickhouse.FILES.items()}
+        store.relabel_problems(labels)
         for problem in load.problems:
-            if problem.path.startswith(tmp + os.sep):
-                problem.path = labels["/spans-" not in problem.path]
+            problem.path = labels.get(problem.path, problem.path)
     return store, load, []
 
 

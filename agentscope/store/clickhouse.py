@@ -298,6 +298,10 @@ def spans_query(remote: Remote, table: "str | None" = None,
         rows=condition, order=order)
 
 
+# the files read_into writes, and what their rows are
+FILES = {"spans-clickhouse-0-1.jsonl": "span rows", "samples-clickhouse-0-1.jsonl": "sample rows"}
+
+
 def read_into(remote: Remote, directory: Path) -> tuple:
     """Write ``remote``'s spans (whole traces in its window) and the samples over their time
     into ``directory`` as a span file and a sample file, for the store to load: (spans,
@@ -305,7 +309,8 @@ def read_into(remote: Remote, directory: Path) -> tuple:
     engine's memory is given back before the analysis)."""
     with _reading(remote) as (con, table):
         directory.mkdir(parents=True, exist_ok=True)
-        spans = directory / "spans-clickhouse-0-1.jsonl"
+        span_file, sample_file = FILES
+        spans = directory / span_file
         # each id of one row, then the rows of a repeated id, in the order the store keeps
         # the first of (sorting every row would cost more than reading it)
         con.to_file(spans_query(remote, table, rows="once"), "JSONEachRow", spans, _OUTPUT)
@@ -318,7 +323,7 @@ def read_into(remote: Remote, directory: Path) -> tuple:
             first, last = (int(x) for x in con.text(_sql("bounds_of_otel_traces.sql").format(
                 table=table, window=window, near=near),
                 "TabSeparated").split())
-            samples = directory / "samples-clickhouse-0-1.jsonl"
+            samples = directory / sample_file
             con.to_file(_sql("samples_of_agentscope_samples.sql").format(
                 table=remote.quoted(remote.samples), since_ns=first, until_ns=last),
                 "JSONEachRow", samples, _OUTPUT)

@@ -131,12 +131,13 @@ class Store:
                     "SELECT path, line, span_id, reason, torn FROM load_problems "
                     "ORDER BY path, line NULLS FIRST")]
 
-    def relabel_problems(self, directory: str, spans: str, samples: str) -> None:
-        """Name the problems of the files in ``directory`` (span and sample files made on the
-        way in, since deleted: a ClickHouse source's rows) ``spans`` and ``samples``."""
-        self._x("UPDATE load_problems SET path = CASE WHEN contains(path, '/spans-') THEN $s "
-                "ELSE $m END WHERE starts_with(path, $d)",
-                {"s": spans, "m": samples, "d": directory.rstrip("/") + "/"})
+    def relabel_problems(self, labels: dict) -> None:
+        """Name the problems of the files ``labels`` names ({path: what to call it}: files
+        made on the way in and since deleted, such as a ClickHouse source's rows) as it
+        says."""
+        for path, label in labels.items():
+            self._x("UPDATE load_problems SET path = $label WHERE path = $path",
+                    {"label": label, "path": path})
 
     def sample_count(self) -> int:
         return self._x("SELECT count(*) FROM samples")[0][0]
