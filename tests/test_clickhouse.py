@@ -23,6 +23,7 @@ from agentscope.store import clickhouse
 from .test_batches import _messy_traces
 
 REPO = Path(__file__).resolve().parents[1]
+T0_NS = 1_800_000_000_000_000_000
 
 
 def _same_analysis(a, b):
@@ -66,6 +67,31 @@ def test_sample_traces_round_trip_to_the_same_analysis(tmp_path):
     # exporter's string attributes and the samples table
     assert direct.summary.measured_share > 0.5
     _same_analysis(direct, back)
+
+
+def test_of_a_repeated_id_the_row_critical_path_sql_keeps_is_kept(tmp_path):
+    """ClickHouse gives rows in no particular order: of the rows of one (trace, span) id, the
+    store keeps the earliest start, then end, then a parent (none last), then the kind, as
+    critical_path.sql does; whatever order they were written in."""
+    for k, order in enumerate(([0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1])):
+        rows = [(2000, "", "Server"), (1000, "", "Server"),
+                (1000, "a" * 16, "Internal"), (1000, "a" * 16, "Consumer")]
+        ch = tmp_path / f"ch{k}"
+        ch.mkdir()
+        con = clickhouse._Apart(clickhouse.parse(f"chdb://{ch}"))
+        con.query(clickhouse._sql("otel_traces.sql").format(table="`default`.`otel_traces`"))
+        for i in order:  # (one insert each: parts that a read may give in any order)
+            start, parent, kind = rows[i]
+            con.query(f"INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, "
+                      f"SpanName, SpanKind, ServiceName, Duration, StatusCode) VALUES "
+                      f"(fromUnixTimestamp64Nano(toInt64({T0_NS + start})), "
+                      f"'0af7651916cd43dd8448eb211c80319c', 'b7ad6b7169203331', '{parent}', "
+                      f"'op', '{kind}', 'svc', 5000, 'Ok')")
+        con.close()
+        a = agentscope.analyze(f"chdb://{ch}")
+        assert a.load.duplicates == 3
+        got = a.query("SELECT start_ns, parent_span_id, kind FROM spans")
+        assert got.values.tolist() == [[T0_NS + 1000, "a" * 16, "consumer"]]
 
 
 def test_a_large_window_is_kept_in_a_temporary_store(tmp_path, monkeypatch):

@@ -89,7 +89,8 @@ def _random_rows(rng, traces: int, most: int, mixed_case: bool = True) -> list:
     """Rows for otel_traces: random trees with fan-out, overlapping and abutting children,
     children outside their parent, zero-length spans, producers and consumers, orphans,
     several true roots with gaps and overlaps, a span its own parent, parent cycles,
-    repeated span ids, ids in upper case (some rows of a trace, or without ``mixed_case``
+    repeated span ids (at other times, or at the same time under another parent or of another
+    kind), ids in upper case (some rows of a trace, or without ``mixed_case``
     whole traces, as one client writes them); and rows the store refuses."""
     rows = []
     for _ in range(traces):
@@ -127,9 +128,15 @@ def _random_rows(rng, traces: int, most: int, mixed_case: bool = True) -> list:
             a, b = spans[-1], spans[-2]
             spans[-1], spans[-2] = (a[0], b[0], *a[2:]), (b[0], a[0], *b[2:])
         for s in list(spans):
-            if rng.random() < 0.04:  # the same span id again, at another time
+            roll = rng.random()
+            if roll < 0.04:  # the same span id again, at another time
                 spans.append((s[0], s[1], s[2] + rng.randint(-3, 3) * 1000,
                               s[3] + rng.randint(0, 3) * 1000, s[4]))
+            elif roll < 0.07:  # ... at the same time, under another parent or none, or of
+                # another kind (which row is kept: the parent, none last, then the kind)
+                other = rng.choice([None, spans[rng.randrange(len(spans))][0], s[1]])
+                spans.append((s[0], other, s[2], s[3], rng.choice([s[4], "Internal", "Producer",
+                                                                   "Consumer"])))
         upper = rng.random() < 0.1
         for sid, parent, start, end, kind in spans:
             if mixed_case:
@@ -172,7 +179,8 @@ def test_random_trees_walk_the_same_in_clickhouse(tmp_path, seed):
     # what the walk treats apart is there: gaps between roots, spans left off, and more
     assert any(s[0] is None for w in got.values() for s in w[0])
     assert sum(w[3] for w in got.values()) > 0
-    assert len(got) == 150
+    # (a root repeated under a parent can leave its trace without one: no task, in both)
+    assert len(got) >= 145
 
 
 def test_traces_of_20k_spans_walk_the_same_in_clickhouse(tmp_path):

@@ -168,7 +168,7 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         store.temporary = temporary
         try:
             load = store.load(Path(tmp), progress=None if progress is None else
-                              (lambda n: progress(n, n)))
+                              (lambda n: progress(n, n)), repeats_by=clickhouse.REPEATS_BY)
         except BaseException:
             store.close()
             raise

@@ -91,19 +91,15 @@ class Connection:
     def command(self, statement: str) -> None:
         self.text(statement)
 
-    def to_file(self, statement: str, fmt: str, path: Path, settings: str = "",
-                append: bool = False) -> None:
+    def to_file(self, statement: str, fmt: str, path: Path, settings: str = "") -> None:
         """Write the output of ``statement`` in the format ``fmt`` to the new file ``path``
-        (``append``: at the end of the file ``path``); chdb writes it itself: no copy of it
-        in Python."""
+        (chdb writes it itself: no copy of it in Python)."""
         if self._session is not None:
-            self.text(f"{statement}\nINTO OUTFILE {_literal(str(path))}"
-                      + (" APPEND" if append else ""), fmt, settings)
+            self.text(f"{statement}\nINTO OUTFILE {_literal(str(path))}", fmt, settings)
             if not path.exists():  # (nothing selected)
                 path.write_bytes(b"")
         else:
-            with open(path, "ab" if append else "wb") as f:
-                f.write(self.text(statement, fmt, settings).encode())
+            path.write_bytes(self.text(statement, fmt, settings).encode())
 
     def close(self) -> None:
         if self._session is not None:
@@ -268,22 +264,17 @@ def source(con: "Connection", remote: Remote) -> str:
     return f"(SELECT * REPLACE ({', '.join(replaced)}) FROM {table})"
 
 
-# which rows spans_query reads: the condition on them, and their order
-_ROWS = {"all": ("1", ""),
-         "once": ("(lower(TraceId), lower(SpanId)) NOT IN repeated", ""),
-         "repeated": ("(lower(TraceId), lower(SpanId)) IN repeated",
-                      "ORDER BY trace_id, start_ns, span_id, end_ns, parent_span_id, kind")}
+# of the rows of a (trace, span) id, the one the store keeps (Store.load's repeats_by): the
+# earliest start, then end, parent (none last) and kind, as critical_path.sql keeps
+REPEATS_BY = "start_ns, end_ns, parent_span_id NULLS LAST, kind"
 
 
 def spans_query(remote: Remote, table: "str | None" = None,
-                part: "tuple | None" = None, rows: str = "all") -> str:
-    """The SELECT that reads ``remote``'s spans as span file lines (from ``table``: the
-    :func:`source` of the spans; default: the URL's table, in the Map schema; ``part``: see
-    :func:`_window`). ``rows``: ``all``, in any order; ``once``: those whose (trace, span)
-    ids no other row has, in any order; ``repeated``: the others, in the order whose first
-    of each id the store keeps (by start, end, parent and kind)."""
+                part: "tuple | None" = None) -> str:
+    """The SELECT that reads ``remote``'s spans as span file lines, in no particular order
+    (from ``table``: the :func:`source` of the spans; default: the URL's table, in the Map
+    schema; ``part``: see :func:`_window`)."""
     window, near = _window(remote, part)
-    condition, order = _ROWS[rows]
     accounting = "".join(f"{_integer_attribute(attr, column)} AS {column},\n    "
                          for column, attr in semconv.ACCOUNTING_ATTRIBUTES.items())
     consumed = "[" + ", ".join(_literal(a) for a in (
@@ -294,8 +285,7 @@ def spans_query(remote: Remote, table: "str | None" = None,
            f"AND {hi}, toInt64({pid_text}), NULL)")
     return _sql("spans_of_otel_traces.sql").format(
         table=table or remote.quoted(remote.table), window=window, near=near, pid=pid,
-        accounting=accounting, consumed=consumed, columns=", ".join(SPAN_COLUMNS),
-        rows=condition, order=order)
+        accounting=accounting, consumed=consumed, columns=", ".join(SPAN_COLUMNS))
 
 
 # the files read_into writes, and what their rows are
@@ -304,18 +294,15 @@ FILES = {"spans-clickhouse-0-1.jsonl": "span rows", "samples-clickhouse-0-1.json
 
 def read_into(remote: Remote, directory: Path) -> tuple:
     """Write ``remote``'s spans (whole traces in its window) and the samples over their time
-    into ``directory`` as a span file and a sample file, for the store to load: (spans,
-    samples) written. chdb writes them itself, in its own process (:class:`_Apart`: its
-    engine's memory is given back before the analysis)."""
+    into ``directory`` as a span file and a sample file, for the store to load (with
+    ``repeats_by=`` :data:`REPEATS_BY`): (spans, samples) written. chdb writes them itself,
+    in its own process (:class:`_Apart`: its engine's memory is given back before the
+    analysis)."""
     with _reading(remote) as (con, table):
         directory.mkdir(parents=True, exist_ok=True)
         span_file, sample_file = FILES
         spans = directory / span_file
-        # each id of one row, then the rows of a repeated id, in the order the store keeps
-        # the first of (sorting every row would cost more than reading it)
-        con.to_file(spans_query(remote, table, rows="once"), "JSONEachRow", spans, _OUTPUT)
-        con.to_file(spans_query(remote, table, rows="repeated"), "JSONEachRow", spans,
-                    _OUTPUT, append=True)
+        con.to_file(spans_query(remote, table), "JSONEachRow", spans, _OUTPUT)
         n_spans = _lines(spans)
         n_samples = 0
         if n_spans and _exists(con, remote, remote.samples):

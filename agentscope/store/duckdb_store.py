@@ -118,11 +118,13 @@ class Store:
 
     def load(self, trace_dir: "str | os.PathLike[str]",
              progress: Optional[Callable[[int], None]] = None,
-             found: Optional[tuple] = None) -> LoadReport:
+             found: Optional[tuple] = None, repeats_by: Optional[str] = None) -> LoadReport:
         """Load what is new in ``trace_dir``. ``progress(bytes)`` is called as files are read;
-        ``found`` is what :meth:`sources` returned for it, if the caller already looked."""
+        ``found`` is what :meth:`sources` returned for it, if the caller already looked.
+        ``repeats_by``: the columns (SQL) by whose order the row of a repeated (trace, span)
+        id that is kept is chosen, before the line order (None: the first line: files)."""
         self._changed()
-        return Loader(self).load(trace_dir, progress, found)
+        return Loader(self, repeats_by).load(trace_dir, progress, found)
 
     def problems(self) -> list:
         """Every input problem of every load, by file and line."""

@@ -91,9 +91,10 @@ class Loader(WholeFiles):
     """One load of a trace directory into a :class:`~agentscope.store.duckdb_store.Store`
     (given as the store, whose connection it uses)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, repeats_by: Optional[str] = None) -> None:
         self.con = store.con
         self._x = store._x
+        self._repeats_by = repeats_by  # (Store.load)
         self._seen: dict = {}  # file_id -> (size, mtime_ns) when this load looked at it
 
     def load(self, trace_dir: "str | os.PathLike[str]",
@@ -433,8 +434,10 @@ class Loader(WholeFiles):
     def _insert_spans(self, file_id: str, join: str = "", order: str = "rowid") -> int:
         """Insert the rows of ``staging`` into ``spans`` (``file_id``: the SQL giving each row's
         file), skipping spans already stored and repeats inside ``staging`` (the first by
-        ``order`` is kept: by default the first line, as staging keeps the file's order).
-        Returns how many were added."""
+        the load's ``repeats_by``, then ``order``, is kept: by default the first line, as
+        staging keeps the file's order). Returns how many were added."""
+        if self._repeats_by:
+            order = f"{self._repeats_by}, {order}"
         repeats = self._x("SELECT count(*) - count(DISTINCT hash(trace_id, span_id)) "
                           "FROM staging")[0][0]
         source = "staging" if not repeats else (

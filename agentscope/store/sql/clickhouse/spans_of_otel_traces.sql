@@ -12,15 +12,11 @@
 -- 1), near (a condition on Timestamp: the window widened by a day, or 1), pid (the
 -- expression of the process.pid resource attribute), accounting (one expression per
 -- accounting column, each `... AS column,`), consumed (the attribute names that became
--- columns, as a ClickHouse array), columns (the span file's fields, in order), rows (a
--- condition on the trace and span ids: `1`, or whether they are `repeated`) and order (an
--- ORDER BY clause, or nothing).
-WITH traces AS (SELECT DISTINCT TraceId FROM {table} WHERE {window}),
--- the (trace, span) ids of more than one row: the store keeps the first of them, so those
--- rows are read in an order that is total (critical_path.sql keeps the same one); the
--- others in any (sorting every row, with its attributes, costs more than reading it)
-repeated AS (SELECT lower(TraceId) AS t, lower(SpanId) AS s FROM {table}
-             WHERE TraceId IN traces AND {near} GROUP BY t, s HAVING count() > 1)
+-- columns, as a ClickHouse array), columns (the span file's fields, in order).
+-- The rows come in no particular order (sorting every row with its attributes cost more than
+-- reading it): of a (trace, span) id on several rows, the store keeps the one REPEATS_BY
+-- (store/clickhouse.py) puts first, as critical_path.sql does.
+WITH traces AS (SELECT DISTINCT TraceId FROM {table} WHERE {window})
 SELECT {columns} FROM (
 SELECT
     lower(TraceId) AS trace_id,
@@ -51,6 +47,5 @@ SELECT
                                  'Tuple(trace_id String, span_id String, attrs Map(String, String))'),
              Links.TraceId, Links.SpanId, Links.Attributes) AS links
 FROM {table}
-WHERE TraceId IN traces AND {near} AND {rows}
+WHERE TraceId IN traces AND {near}
 )
-{order}
