@@ -195,7 +195,7 @@ _WINDOW_KEY = "agentscope.window"
 
 def _window(f):
     """``--since``, ``--until``, ``--service``: what of a ClickHouse SOURCE is read (kept in
-    the context for :func:`_analysis`)."""
+    the context for :func:`_windowed`)."""
     def keep(ctx: click.Context, param: click.Parameter, value: "str | None") -> None:
         if value is not None:
             ctx.meta.setdefault(_WINDOW_KEY, {})[param.name] = value
@@ -216,7 +216,8 @@ def _db_option(f):
     return click.option(
         "--db", type=click.Path(dir_okay=False, path_type=str), default=None,
         help="DuckDB file to use [default: SOURCE/.agentscope/agentscope.duckdb; in memory "
-             "for a single file].")(f)
+             "for a single file; for a ClickHouse URL, in memory or, above 1M spans, a "
+             "temporary file].")(f)
 
 
 def _headers(headers: tuple) -> dict:
@@ -868,7 +869,8 @@ def run(trace_dir: str, command: tuple, hz: float, model_servers: tuple, no_gpu:
               help="Address to listen on (0.0.0.0: every interface).")
 @_db_option
 @click.option("--refresh", type=float, default=15.0, show_default=True,
-              help="Seconds between loads of what was appended to SOURCE (at a scrape).")
+              help="Seconds between loads of what was appended to SOURCE, or reads of a "
+                   "ClickHouse SOURCE's window when it changed (at a scrape).")
 @_window
 @_verbosity()
 def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: float) -> None:
@@ -886,13 +888,14 @@ def serve(trace_dir: str, port: int, address: str, db: "str | None", refresh: fl
         agentscope serve traces/ --address 0.0.0.0 --port 9464
         agentscope serve 'clickhouse://reader@ch/otel?table=otel_traces' --since 1h --refresh 60
     """
-    from . import urls
+    from .exporters.prometheus import check_source
     from .exporters.prometheus import serve as serve_metrics
 
     trace_dir = _windowed(trace_dir)
-    if urls.is_url(trace_dir) and db is not None:
-        raise click.UsageError("serve reads a ClickHouse SOURCE's window into memory at each "
-                               "refresh; --db keeps a trace directory's store")
+    try:
+        check_source(trace_dir, db)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
 
     try:
         serve_metrics(trace_dir, db, refresh, port, address, ready=lambda url: _say(

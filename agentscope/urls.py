@@ -44,6 +44,7 @@ class Remote(NamedTuple):
     since: Optional[int]  # epoch ns
     until: Optional[int]
     service: Optional[str]
+    moving: bool = False  # since or until given as a duration before now: moves with the clock
 
     @property
     def display(self) -> str:
@@ -120,6 +121,7 @@ def parse(source: str) -> Remote:
             raise StoreError(f"the {what} name in the ClickHouse URL must be letters, digits "
                              f"and _: {name!r}")
     since, until = _time(one("since"), "since"), _time(one("until"), "until")
+    moving = any(_ago(one(k)) is not None for k in ("since", "until"))
     if since is not None and until is not None and until <= since:
         raise StoreError("the ClickHouse URL's until is not after its since")
     service = one("service")
@@ -128,7 +130,7 @@ def parse(source: str) -> Remote:
         if not path:
             raise StoreError("a chdb URL names a data directory: chdb://PATH?table=otel_traces")
         return Remote("chdb", path, None, None, "default", table, samples, None, None, since,
-                      until, service)
+                      until, service, moving)
     database = url.path.strip("/") or "default"
     if not _NAME.match(database):
         raise StoreError(f"the database name in the ClickHouse URL must be letters, digits "
@@ -147,12 +149,20 @@ def parse(source: str) -> Remote:
         password = _PASSWORDS.get((url.hostname, port, user or ""),
                                   os.environ.get("CLICKHOUSE_PASSWORD"))
     return Remote("clickhouse", None, url.hostname, port, database, table, samples, user,
-                  password, since, until, service)
+                  password, since, until, service, moving)
 
 
 # a duration as Prometheus writes one (1h, 30m, 1h30m, 7d, 1w), meaning "that long ago"
-_DURATION = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
+_DURATION = re.compile("".join(f"(?:([0-9]{{1,12}}){unit})?" for unit in "wdhms") + r"\Z")
 _UNIT_S = (604_800, 86_400, 3_600, 60, 1)
+
+
+def _ago(value: Optional[str]) -> Optional[int]:
+    """The seconds of ``value`` where it is a duration (``1h30m``), else None."""
+    got = _DURATION.match((value or "").strip())
+    if not got or not any(got.groups()):
+        return None
+    return sum(int(n) * unit for n, unit in zip(got.groups(), _UNIT_S) if n)
 
 
 def _time(value: Optional[str], what: str) -> Optional[int]:
@@ -161,9 +171,8 @@ def _time(value: Optional[str], what: str) -> Optional[int]:
     window that moves, for ``serve``)."""
     if value is None or value == "":
         return None
-    ago = _DURATION.match(value.strip())
-    if ago and any(ago.groups()):
-        seconds = sum(int(n) * unit for n, unit in zip(ago.groups(), _UNIT_S) if n)
+    seconds = _ago(value)
+    if seconds is not None:
         at = time.time_ns() - seconds * 1_000_000_000
         if at < 0:
             raise StoreError(f"the ClickHouse URL's {what} reaches before 1970: {value!r}")

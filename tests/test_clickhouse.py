@@ -122,6 +122,7 @@ def test_a_large_window_is_kept_in_a_temporary_store(tmp_path, monkeypatch):
     del b
     gc.collect()
     assert not where.exists()
+    in_memory.close()
 
 
 def test_messy_traces_round_trip(tmp_path):
@@ -430,8 +431,9 @@ def test_a_window_given_as_a_duration_moves_with_the_clock(monkeypatch):
 
 def test_serve_watches_a_clickhouse_window(tmp_path, monkeypatch):
     """serve over a URL: the window is read again when its rows changed (a new trace), not
-    at a scrape that finds it as it was; a window given as a duration moves with the clock;
-    each refresh lets the last analysis' store go."""
+    at a scrape that finds it as it was, nor at the first scrape after serve's own first
+    read; each refresh lets the last analysis' store go. A window given as a duration moves
+    with the clock, so it is read at every refresh."""
     from agentscope import urls
     from agentscope.exporters.prometheus import TraceDirCollector
 
@@ -440,22 +442,30 @@ def test_serve_watches_a_clickhouse_window(tmp_path, monkeypatch):
     ch = tmp_path / "ch"
     _trace_at(ch, "0af7651916cd43dd8448eb211c80319c", now - 1800 * 10**9)  # 30 min ago
     _trace_at(ch, "1af7651916cd43dd8448eb211c80319c", now - 7200 * 10**9)  # 2 h ago
-    collector = TraceDirCollector(f"chdb://{ch}?table=otel_traces&since=1h", refresh_s=0.0)
+    since = (now - 3600 * 10**9) // 10**9
 
-    def tasks():
+    def tasks(collector):
         fam = next(f for f in collector.collect() if f.name == "agentscope_tasks")
         return sum(s.value for s in fam.samples)
 
-    assert tasks() == 1 and collector.refreshes == 1
-    first = collector._analysis
-    assert tasks() == 1 and collector.refreshes == 1  # nothing new: not read again
+    fixed = TraceDirCollector(f"chdb://{ch}?table=otel_traces&since={since}", refresh_s=0.0)
+    fixed.update()  # (what serve does before it listens)
+    assert tasks(fixed) == 1 and fixed.refreshes == 1  # the first scrape: not read again
+    first = fixed._analysis
+    assert tasks(fixed) == 1 and fixed.refreshes == 1
     _trace_at(ch, "2af7651916cd43dd8448eb211c80319c", now - 60 * 10**9)
-    assert tasks() == 2 and collector.refreshes == 2
+    assert tasks(fixed) == 2 and fixed.refreshes == 2
     with pytest.raises(ValueError, match="closed"):  # the last store was let go
         first.query("SELECT 1")
+    assert fixed.failures == 0
+
+    moving = TraceDirCollector(f"chdb://{ch}?table=otel_traces&since=1h", refresh_s=0.0)
+    assert tasks(moving) == 2 and moving.refreshes == 1
     monkeypatch.setattr(urls.time, "time_ns", lambda: now + 3600 * 10**9)  # an hour on
-    assert tasks() == 0 and collector.refreshes == 3
-    assert collector.failures == 0
+    assert tasks(moving) == 0 and moving.refreshes == 2
+    assert tasks(moving) == 0 and moving.refreshes == 3  # (read at every refresh)
+    with pytest.raises(ValueError, match="a store of its own"):
+        TraceDirCollector(f"chdb://{ch}?table=otel_traces", db=str(tmp_path / "x.duckdb"))
 
 
 def test_serve_a_url_from_the_command_line(tmp_path):
@@ -468,7 +478,7 @@ def test_serve_a_url_from_the_command_line(tmp_path):
                               capture_output=True, text=True, cwd=tmp_path, timeout=120)
 
     got = run(url, "--db", str(tmp_path / "x.duckdb"))
-    assert got.returncode == 2 and "--db keeps a trace directory's store" in got.stderr
+    assert got.returncode == 2 and "keeps a trace directory's store" in got.stderr
     got = run(str(REPO / "sample_traces" / "cpu"), "--since", "1h")
     assert got.returncode == 2 and "a directory or file is read whole" in got.stderr
     got = run(url, "--since", "soon")

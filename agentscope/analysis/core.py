@@ -73,7 +73,7 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     try:
         analysis = _analyse(store, load, _name(source), notes, previous=previous)
     except BaseException:
-        store.close()
+        _discard(store)
         raise
     if store.path is not None:  # reopened read-only when asked for more
         store.close()
@@ -100,7 +100,7 @@ def open_store(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | N
             warnings = tuple(notes) + tuple(saved["warnings"]) + tuple(
                 _load_warnings(store, load, _name(source), tasks))
     except BaseException:
-        store.close()
+        _discard(store)
         raise
     ref = _StoreRef(store)
     if store.path is not None:
@@ -170,7 +170,7 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
             load = store.load(Path(tmp), progress=None if progress is None else
                               (lambda n: progress(n, n)), repeats_by=clickhouse.REPEATS_BY)
         except BaseException:
-            store.close()
+            _discard(store)
             raise
         # a problem names the URL and the row, not the file the rows passed through
         labels = {str(Path(tmp) / name): f"{remote.display} ({rows})"
@@ -179,6 +179,13 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         for problem in load.problems:
             problem.path = labels.get(problem.path, problem.path)
     return store, load, []
+
+
+def _discard(store: Store) -> None:
+    """Close ``store`` that no analysis will read (a temporary one removed too)."""
+    store.close()
+    if store.temporary is not None:
+        store.temporary.cleanup()
 
 
 SKIPPED_NAMED = 5  # skipped files named in the warning (the rest are counted)

@@ -281,6 +281,17 @@ def sampled_metrics(analysis: Any) -> list:
     return list(families.values())
 
 
+def check_source(trace_dir: str, db: Optional[str]) -> None:
+    """ValueError where ``serve`` cannot watch ``trace_dir`` with the store ``db``: a URL's
+    window is read into a store of its own at each refresh (one kept in ``db`` would gather
+    every refresh's rows, and keep traces the window has left)."""
+    from .. import urls
+
+    if urls.is_url(trace_dir) and db is not None:
+        raise ValueError("serve reads a ClickHouse SOURCE's window into a store of its own at "
+                         "each refresh; --db (db=) keeps a trace directory's store")
+
+
 class TraceDirCollector:
     """A prometheus_client collector over a trace directory or a ClickHouse URL: it loads and
     analyses again at a scrape when the source changed (a directory: only the traces the new
@@ -291,6 +302,7 @@ class TraceDirCollector:
     def __init__(self, trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0):
         from .. import urls
 
+        check_source(trace_dir, db)
         self.trace_dir = trace_dir
         # what the log names: a URL without its password
         self.name = urls.parse(trace_dir).display if urls.is_url(trace_dir) else trace_dir
@@ -309,14 +321,27 @@ class TraceDirCollector:
 
         return source_state(self.trace_dir)
 
+    def update(self) -> None:
+        """Load and analyse again if the source changed since the last analysis (or there
+        is none yet): what a scrape does once ``refresh_s`` has passed."""
+        self._at = time.monotonic()
+        state = self._state()
+        if state != self._seen or not self._metrics:
+            self.refresh()
+            self._seen = state
+
     def refresh(self) -> None:
         from .. import urls
         from ..analysis import analyze
 
         if urls.is_url(self.trace_dir):
-            # the window read again, into a store in memory; the last one's is let go
+            # the window read again, into a store of its own; the last one's is let go
             analysis = analyze(self.trace_dir, self.db)
-            metrics = analysis_metrics(analysis) + sampled_metrics(analysis)
+            try:
+                metrics = analysis_metrics(analysis) + sampled_metrics(analysis)
+            except BaseException:
+                analysis.close()
+                raise
             if self._analysis is not None:
                 self._analysis.close()
         else:
@@ -335,12 +360,8 @@ class TraceDirCollector:
         with self._lock:
             now = time.monotonic()
             if not self._metrics or now - self._at >= self.refresh_s:
-                self._at = now
                 try:
-                    state = self._state()
-                    if state != self._seen or not self._metrics:
-                        self.refresh()
-                        self._seen = state
+                    self.update()
                 except Exception as e:  # a locked store, a vanished file: keep serving
                     self.failures += 1
                     from .._log import log_once
@@ -406,7 +427,7 @@ def serve(trace_dir: str, db: Optional[str] = None, refresh_s: float = 15.0,
 
     registry = CollectorRegistry(auto_describe=False)
     collector = TraceDirCollector(trace_dir, db, refresh_s)
-    collector.refresh()
+    collector.update()  # (the first scrape, within refresh_s, serves this one)
     registry.register(collector)
     server = metrics_server(registry, port, address, timeout_s)
     stop = stop or threading.Event()

@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
@@ -336,15 +337,17 @@ def _reading(remote: Remote) -> Iterator[tuple]:
 
 
 def window_state(remote: "Remote | str") -> tuple:
-    """What changes when ``remote``'s window gains or loses rows: its bounds (a window given
-    as a duration moves with the clock), and the count and the latest timestamp of the spans
-    (and of the samples, where there is a samples table) within a day of it (its ``near``:
-    what a read of it scans), by two aggregate queries. When this has not changed, a new
-    read of the window would find nothing new."""
+    """What changes when ``remote``'s window gains or loses rows: the count and the latest
+    timestamp of the spans (and of the samples, where there is a samples table) within a day
+    of it (its ``near``: what a read of it scans), by an aggregate query each. When this has
+    not changed, a new read of the window would find nothing new. A window given as a
+    duration moves with the clock: its state is the time, without a query."""
     if isinstance(remote, str):
         remote = parse(remote)
+    if remote.moving:
+        return (time.monotonic_ns(),)
     _, near = _window(remote)
-    state: list = [(remote.since, remote.until)]
+    state: list = []
     with _reading(remote) as (con, _):
         for table in (remote.table, remote.samples):
             if table != remote.table and not _exists(con, remote, table):
