@@ -146,7 +146,7 @@ def _load(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None",
 
 
 # spans of a ClickHouse window above which the store that holds them (when no db= names one)
-# is a temporary file rather than memory: at 5M spans 2.7 GB instead of 3.8 GB, for about 10 %
+# is a temporary file rather than memory: at 5M spans 2.7 GB instead of 3.8 GB, for up to 10 %
 # more time (benchmarks/RESULTS.md); below, memory is the faster
 FILE_STORE_SPANS = 1_000_000
 
