@@ -210,9 +210,12 @@ def _integer_attribute(attr: str, column: str) -> str:
     column's range (a decimal number truncated), else NULL."""
     lo, hi = _BOUNDS[column]
     text = f"SpanAttributes[{_literal(attr)}]"
-    number = (f"coalesce(toInt64OrNull({text}), "
-              f"if(isFinite(toFloat64OrZero({text})) AND abs(toFloat64OrZero({text})) < 9e18, "
-              f"toInt64OrNull(toString(trunc(toFloat64OrNull({text})))), NULL))")
+    # (multiIf evaluates a branch only for the rows that reach it: most spans lack the
+    # attribute or hold an integer, and the decimal's branch costs the most)
+    number = (f"multiIf({text} = '', NULL, isNotNull(toInt64OrNull({text})), "
+              f"toInt64OrNull({text}), "
+              f"isFinite(toFloat64OrZero({text})) AND abs(toFloat64OrZero({text})) < 9e18, "
+              f"toInt64OrNull(toString(trunc(toFloat64OrNull({text})))), NULL)")
     return f"if({number} BETWEEN {lo} AND {hi}, {number}, NULL)"
 
 
