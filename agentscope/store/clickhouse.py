@@ -339,14 +339,12 @@ def _reading(remote: Remote) -> Iterator[tuple]:
         con.close()
 
 
-def window_state(remote: "Remote | str") -> tuple:
+def window_state(remote: Remote) -> tuple:
     """What changes when ``remote``'s window gains or loses rows: the count and the latest
     timestamp of the spans (and of the samples, where there is a samples table) within a day
     of it (its ``near``: what a read of it scans), by an aggregate query each. When this has
     not changed, a new read of the window would find nothing new. A window given as a
     duration moves with the clock: its state is the time, without a query."""
-    if isinstance(remote, str):
-        remote = parse(remote)
     if remote.moving:
         return (time.monotonic_ns(),)
     _, near = _window(remote)
