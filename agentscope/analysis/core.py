@@ -23,6 +23,7 @@ from ..analyzers.results import Fleet, Sections, Summary
 from ..analyzers.verdict import breakdown, guess_warning
 from ..store import clickhouse
 from ..store.duckdb_store import Store
+from ..store.inputs import Source
 from ..store.loading import LoadReport
 from ..store.user_sql import UserSQL, check_statement
 from ..store.schema import DEFAULT_DB, MEMORY
@@ -154,10 +155,11 @@ FILE_STORE_SPANS = 1_000_000
 def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
                      progress: Optional[Progress], batch: bool) -> tuple:
     """:func:`_load` of a ClickHouse source: its spans (whole traces in its window) and the
-    samples over their time, read as span and sample files and loaded into the store (``db``;
-    default: in memory, or, for a window of more than :data:`FILE_STORE_SPANS` spans, a
-    temporary file removed with the last analysis that reads it). A problem names the URL
-    and the row (its line in what was read)."""
+    samples over their time, read as Parquet files of the span and sample files' fields
+    (``Source.parquet``) and loaded into the store (``db``; default: in memory, or, for a
+    window of more than :data:`FILE_STORE_SPANS` spans, a temporary file removed with the
+    last analysis that reads it). A problem names the URL and the row (its number in what
+    was read)."""
     with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
         spans, _ = clickhouse.read_into(remote, Path(tmp))
         temporary = None
@@ -166,15 +168,20 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
             db = Path(temporary.name) / "store.duckdb"
         store = Store(MEMORY if db is None else db, keep_freed_blocks=batch)
         store.temporary = temporary
+        # (an empty file: nothing was selected)
+        found = [Source(Path(tmp) / name, name, fmt, parquet=True)
+                 for name, (fmt, _) in clickhouse.FILES.items()
+                 if (Path(tmp) / name).exists() and (Path(tmp) / name).stat().st_size]
         try:
             load = store.load(Path(tmp), progress=None if progress is None else
-                              (lambda n: progress(n, n)), repeats_by=clickhouse.REPEATS_BY)
+                              (lambda n: progress(n, n)), found=(found, []),
+                              repeats_by=clickhouse.REPEATS_BY)
         except BaseException:
             _discard(store)
             raise
         # a problem names the URL and the row, not the file the rows passed through
         labels = {str(Path(tmp) / name): f"{remote.display} ({rows})"
-                  for name, rows in clickhouse.FILES.items()}
+                  for name, (_, rows) in clickhouse.FILES.items()}
         store.relabel_problems(labels)
         for problem in load.problems:
             problem.path = labels.get(problem.path, problem.path)

@@ -31,18 +31,22 @@ RESCAN_BYTES = 1 << 20  # ... looked for this far past the head when the first l
 @dataclasses.dataclass
 class Source:
     """One file to load: where, its path relative to the source's root, its format (``spans``,
-    ``samples``, ``otlp``, ``otlp-lines`` or an importer's name) and its compression."""
+    ``samples``, ``otlp``, ``otlp-lines`` or an importer's name) and its compression.
+    ``parquet``: a span or sample file's fields as the columns of a Parquet file, not as
+    lines (what agentscope reads a ClickHouse window into; never found in a directory)."""
 
     path: Path
     rel: str
     format: str
     compression: Optional[str] = None
+    parquet: bool = False
 
     @property
     def incremental(self) -> bool:
         """Read from where the last load stopped (line-delimited, uncompressed); else the whole
         file is read again when it changes (its spans already stored are skipped)."""
-        return self.compression is None and self.format in ("spans", "samples", "otlp-lines")
+        return (self.compression is None and not self.parquet
+                and self.format in ("spans", "samples", "otlp-lines"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,6 +59,7 @@ _VALID_SAMPLE = sql("valid_samples.sql").format(**_BOUNDS)
 _READ_ERRORS = (duckdb.Error, UnicodeDecodeError)
 # the columns read as JSON by the fast path (the store keeps their text)
 _JSON_COLUMNS = ("attrs", "events", "links")
+_OURS = ("spans", "samples")  # our own formats, which the fast path reads
 
 
 @dataclasses.dataclass
@@ -117,7 +118,8 @@ class Loader(WholeFiles):
             "tail_hash FROM loaded_files")}
         next_id = self._x("SELECT coalesce(max(file_id), 0) + 1 FROM loaded_files")[0][0]
         span_file_ids: list = []
-        whole: dict = {"spans": [], "samples": []}  # new files that end with a newline
+        # new files that end with a newline (and Parquet files), by (format, parquet)
+        whole: dict = {(fmt, parquet): [] for fmt in _OURS for parquet in (False, True)}
         read_whole_files: list = []  # files read whole by their format's reader
         new_files: list = []
         stale: list = []  # problems kept under the names of files seen for the first time
@@ -156,9 +158,13 @@ class Loader(WholeFiles):
                 new_files.append((row[0], db_text(src.rel), src.format))
                 stale.append(db_text(str(src.path)))  # e.g. "cannot read" from when it was broken
             self._seen[row[0]] = (size, st.st_mtime_ns)
-            if (src.format in whole and src.incremental and row[1] == 0
+            if src.parquet:  # read whole: a changed one replaces what it gave before
+                if row[1] > 0:
+                    self._forget(row[0], src)
+                whole[src.format, True].append((src, row[0], size))
+            elif (src.format in _OURS and src.incremental and row[1] == 0
                     and _plain_path(src) and ends_with_newline(src.path)):
-                whole[src.format].append((src, row[0], size))
+                whole[src.format, False].append((src, row[0], size))
             elif not src.incremental:
                 if row[1] > 0:
                     # a file read whole that changed: what it gave before is replaced (an
@@ -175,10 +181,10 @@ class Loader(WholeFiles):
             self._x("INSERT INTO loaded_files (file_id, path, format, loaded_bytes, "
                     "loaded_lines, records, problems) SELECT *, 0, 0, 0, 0 FROM "
                     f"(VALUES {placeholders(chunk)})", [v for row in chunk for v in row])
-        for fmt, files in whole.items():
+        for (fmt, parquet), files in whole.items():
             for batch in _groups(files, BATCH_BYTES):  # a progress step per group of files
                 pending.extend(self._load_whole_files(fmt, batch, report, progress,
-                                                      span_file_ids))
+                                                      span_file_ids, parquet))
         self._load_read_whole(read_whole_files, report, progress, span_file_ids)
         for src, (file_id, offset, lines_before, _), size in pending:
             self._load_one(src, file_id, offset, lines_before, size, report, span_file_ids)
@@ -292,10 +298,11 @@ class Loader(WholeFiles):
 
     def _load_whole_files(self, fmt: str, batch: list, report: LoadReport,
                           progress: Optional[Callable[[int], None]],
-                          span_file_ids: list) -> list:
-        """The fast path: new files of our own format, in one parallel read_json. Files with any
-        line it cannot take or that fails validation are returned for the per-file path, and
-        so is the whole batch if its insert fails (each file is then tried on its own)."""
+                          span_file_ids: list, parquet: bool = False) -> list:
+        """The fast path: new files of our own format, in one parallel read_json (or
+        read_parquet: ``parquet``). Files with any line (row) it cannot take or that fails
+        validation are returned for the per-file path, and so is the whole batch if its
+        insert fails (each file is then tried on its own)."""
         if not batch:
             return []
         spans = fmt == "spans"
@@ -303,9 +310,15 @@ class Loader(WholeFiles):
         valid = _VALID_SPAN if spans else _VALID_SAMPLE
         by_name = {str(src.path): (src, fid, size) for src, fid, size in batch}
         try:
-            self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
-                    "format = 'newline_delimited', columns = " + _struct(columns) + ", "
-                    "filename = '_file', maximum_object_size = 67108864)", [list(by_name)])
+            if parquet:
+                self._x(f"CREATE OR REPLACE TEMP TABLE staging AS SELECT {_casts(columns)}, "
+                        "filename AS _file FROM read_parquet(?, filename = true)",
+                        [list(by_name)])
+            else:
+                self._x("CREATE OR REPLACE TEMP TABLE staging AS SELECT * FROM read_json(?, "
+                        "format = 'newline_delimited', columns = " + _struct(columns) + ", "
+                        "filename = '_file', maximum_object_size = 67108864)",
+                        [list(by_name)])
         except _READ_ERRORS:
             return _pending(batch)  # some file has a line DuckDB cannot read
         done: list = []
@@ -362,9 +375,12 @@ class Loader(WholeFiles):
         that inserts what it holds and returns (added, duplicates), bytes used, lines,
         problems). What is inserted is either the temp table ``staging`` (DuckDB or pyarrow
         read the lines and they passed the checks) or rows the Python readers made."""
-        with open(src.path, "rb") as f:
-            f.seek(offset)
-            data = f.read(size - offset)
+        if src.parquet:  # its rows as lines, each row's line its number (read whole)
+            data = self._parquet_lines(src)
+        else:
+            with open(src.path, "rb") as f:
+                f.seek(offset)
+                data = f.read(size - offset)
         cut = data.rfind(b"\n") + 1
         complete, rest = data[:cut], data[cut:]
         n_lines = complete.count(b"\n")
@@ -377,7 +393,7 @@ class Loader(WholeFiles):
                 "not loaded", torn=True))
         if not complete:
             return (lambda: (0, 0)), offset, lines_before, problems
-        used, lines = offset + cut, lines_before + n_lines
+        used, lines = (size if src.parquet else offset + cut), lines_before + n_lines
         spans = src.format != "samples"
         if src.format == "otlp-lines":
             if self._stage_otlp_fast(src, complete, offset == 0 and not rest) is not None:
@@ -391,6 +407,21 @@ class Loader(WholeFiles):
             return (lambda: self._insert_staging(file_id, spans)), used, lines, problems
         insert = self._slow_path(src, file_id, complete, lines_before, problems)
         return insert, used, lines, problems
+
+    def _parquet_lines(self, src: Source) -> bytes:
+        """The rows of a Parquet file of our fields as the lines of our files, in its order
+        (DuckDB writes them; the per-file path then names each bad row by its number, as
+        it names a line). A file DuckDB cannot read raises (the file is quarantined)."""
+        columns = SPAN_COLUMNS if src.format == "spans" else SAMPLE_COLUMNS
+        fd, path = tempfile.mkstemp(suffix=".jsonl")
+        os.close(fd)
+        try:
+            self._x(f"COPY (SELECT {_casts(columns)} FROM read_parquet({_quoted(src.path)})) "
+                    f"TO {_quoted(path)} (FORMAT json)")
+            with open(path, "rb") as f:
+                return f.read()
+        finally:
+            os.unlink(path)
 
     def _stage_otlp_fast(self, src: Source, complete: bytes, whole_file: bool) -> Optional[int]:
         """Try the pyarrow fast path for OTLP lines (see store/otlp_arrow.py)."""
@@ -557,6 +588,18 @@ def _groups(files: list, limit: int) -> list:
 def _pending(batch: list) -> list:
     """New files of a fast-path batch, as entries for the per-file path (from offset 0)."""
     return [(src, (fid, 0, 0, src.format), size) for src, fid, size in batch]
+
+
+def _quoted(path: "str | os.PathLike[str]") -> str:
+    """A path as an SQL string literal (COPY takes no parameters)."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _casts(columns: dict) -> str:
+    """The select list that gives a Parquet file's columns the table's types (JSON for
+    attributes, events and links: their text is JSON, as read_json reads it)."""
+    return ", ".join(f"CAST({k} AS {'JSON' if k in _JSON_COLUMNS else v}) AS {k}"
+                     for k, v in columns.items())
 
 
 def _struct(columns: dict) -> str:

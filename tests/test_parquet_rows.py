@@ -1,0 +1,116 @@
+"""Span and sample rows as Parquet columns (``Source.parquet``): what a ClickHouse window is
+read into (store/clickhouse.py ``read_into``). They load as the same rows as lines do, a bad
+row is named by its number and the rest loads, a file DuckDB cannot read is quarantined, and
+a rewritten file replaces what it gave. (The ClickHouse side: tests/test_clickhouse.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+
+from agentscope.formats import samplefile, spanfile
+from agentscope.records import SampleRecord, SpanEvent, SpanRecord
+from agentscope.store.duckdb_store import Store
+from agentscope.store.inputs import Source
+from agentscope.store.schema import SAMPLE_COLUMNS, SPAN_COLUMNS
+
+T0 = 1_800_000_000_000_000_000
+TRACE = "c0ffee00c0ffee00c0ffee00c0ffee00"
+
+
+def span_line(n: int, **change) -> str:
+    record = SpanRecord(TRACE, f"{n:016x}", None if n == 1 else f"{1:016x}", f"step {n}",
+                        "tool" if n > 1 else "task", "internal", T0 + n, T0 + 10**9 - n,
+                        "unset", None, "svc", "h", 7, 7, 5000 * n, None, None, 1, 0, 3, 0,
+                        None, {"gen_ai.request.model": "m", "tries": n,
+                               "nested": {"a": [1, 2.5]}},
+                        (SpanEvent("retry", T0 + n + 5, {"n": n, "why": "é/\"q\""}),))
+    obj = json.loads(spanfile.encode(record))
+    obj.update(change)
+    return json.dumps(obj)
+
+
+def sample_line(n: int) -> str:
+    return samplefile.encode(SampleRecord(T0 + n * 10**8, "h", 7, "host", None,
+                                          "cpu.util", 0.25 * n)).rstrip("\n")
+
+
+def as_parquet(lines: list, path: Path, columns: dict) -> Path:
+    """``lines`` (our JSON lines) as a Parquet file of their fields, JSON values as text:
+    as ClickHouse writes one."""
+    src = path.with_suffix(".jsonl")
+    src.write_text("".join(x + "\n" for x in lines))
+    struct = "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM read_json('{src}', format = 'newline_delimited', "
+                    f"columns = {struct})) TO '{path}' (FORMAT parquet)")
+    src.unlink()
+    return path
+
+
+def load(store: Store, *files: Path):
+    found = [Source(p, p.name, "spans" if p.name.startswith("spans") else "samples",
+                    parquet=True) for p in files]
+    return store.load(files[0].parent, found=(found, []))
+
+
+def rows(store: Store, table: str) -> list:
+    columns = SPAN_COLUMNS if table == "spans" else SAMPLE_COLUMNS
+    return sorted(store._x(f"SELECT {', '.join(columns)} FROM {table}"), key=repr)
+
+
+def test_parquet_rows_load_as_their_lines_do(tmp_path):
+    spans, samples = [span_line(n) for n in range(1, 6)], [sample_line(n) for n in range(4)]
+    lines_dir, parquet_dir = tmp_path / "lines", tmp_path / "parquet"
+    lines_dir.mkdir(), parquet_dir.mkdir()
+    (lines_dir / "spans-x-1-1.jsonl").write_text("".join(x + "\n" for x in spans))
+    (lines_dir / "samples-x-1-1.jsonl").write_text("".join(x + "\n" for x in samples))
+    want = Store(":memory:")
+    want.load(lines_dir)
+    got = Store(":memory:")
+    report = load(got, as_parquet(spans, parquet_dir / "spans-p.parquet", SPAN_COLUMNS),
+                  as_parquet(samples, parquet_dir / "samples-p.parquet", SAMPLE_COLUMNS))
+    assert not report.problems
+    assert (report.spans_added, report.samples_added) == (5, 4)
+    assert rows(got, "spans") == rows(want, "spans")
+    assert rows(got, "samples") == rows(want, "samples")
+    # the attributes' and events' JSON text too, not only their values
+    assert got._x("SELECT attrs FROM spans WHERE span_id = '0000000000000002'")[0][0] == \
+        want._x("SELECT attrs FROM spans WHERE span_id = '0000000000000002'")[0][0]
+
+
+def test_a_bad_row_is_named_by_its_number_and_the_rest_loads(tmp_path):
+    spans = [span_line(1), span_line(2), span_line(3, span_id="not-hex!"), span_line(4)]
+    store = Store(":memory:")
+    report = load(store, as_parquet(spans, tmp_path / "spans-p.parquet", SPAN_COLUMNS))
+    assert [(p.line, "span_id" in p.reason) for p in report.problems] == [(3, True)]
+    assert report.problems[0].path == str(tmp_path / "spans-p.parquet")
+    assert report.spans_added == 3
+    assert [r[1] for r in sorted(rows(store, "spans"))] == [f"{n:016x}" for n in (1, 2, 4)]
+    assert [(p.path, p.line) for p in store.problems()] == [(str(tmp_path / "spans-p.parquet"),
+                                                             3)]
+
+
+def test_a_file_that_is_not_parquet_is_quarantined_and_the_rest_loads(tmp_path):
+    bad = tmp_path / "spans-p.parquet"
+    bad.write_bytes(b"PAR1 this is not a Parquet file")
+    samples = as_parquet([sample_line(1)], tmp_path / "samples-p.parquet", SAMPLE_COLUMNS)
+    store = Store(":memory:")
+    report = load(store, bad, samples)
+    assert [p.path for p in report.problems] == [str(bad)]
+    assert "not loaded" in report.problems[0].reason
+    assert (report.spans_added, report.samples_added) == (0, 1)
+
+
+def test_a_rewritten_file_replaces_what_it_gave(tmp_path):
+    path = tmp_path / "spans-p.parquet"
+    store = Store(":memory:")
+    as_parquet([span_line(n) for n in (1, 2, 3)], path, SPAN_COLUMNS)
+    assert load(store, path).spans_added == 3
+    again = load(store, path)  # unchanged: nothing read
+    assert (again.files_unchanged, again.spans_added) == (1, 0)
+    as_parquet([span_line(n) for n in (1, 5)], path, SPAN_COLUMNS)
+    assert load(store, path).spans_added == 2
+    assert [r[1] for r in sorted(rows(store, "spans"))] == [f"{n:016x}" for n in (1, 5)]
