@@ -11,7 +11,7 @@ the part that runs in ClickHouse today: every trace's critical path walked there
 (`clickhouse.critical_paths`, store/sql/clickhouse/critical_path.sql), from the start of a
 Python process to its per-trace rows in Python.
 
-    python benchmarks/clickhouse_scale.py --millions 1 --runs 3
+    python benchmarks/clickhouse_scale.py --millions 1 --runs 3 [--baseline ../other-tree]
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def cli(args: list, work: Path) -> tuple:
-    """(wall s, peak RSS MB) of `agentscope ARGS` in a child process, its output discarded."""
-    return launched([sys.executable, "-m", "agentscope.cli", *args], work)
+def cli(args: list, work: Path, tree: Path = REPO) -> tuple:
+    """(wall s, peak RSS MB) of `agentscope ARGS` of ``tree`` in a child process, its output
+    discarded."""
+    return launched([sys.executable, "-m", "agentscope.cli", *args], work, tree)
 
 
 def walk_in_clickhouse(url: str, work: Path) -> tuple:
@@ -43,8 +44,8 @@ def walk_in_clickhouse(url: str, work: Path) -> tuple:
                      "paths = clickhouse.critical_paths(sys.argv[1]); assert paths", url], work)
 
 
-def launched(command: list, work: Path) -> tuple:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def launched(command: list, work: Path, tree: Path = REPO) -> tuple:
+    env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed (analyze_throughput.py)
     proc = subprocess.run([sys.executable, "-c", _LAUNCHER, *command],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=work, env=env)
@@ -58,6 +59,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--millions", default="1", help="sizes, comma-separated [1]")
     ap.add_argument("--runs", type=int, default=3, help="runs of each CLI (median reported)")
+    ap.add_argument("--baseline", metavar="TREE",
+                    help="another checkout (a git worktree) whose `analyze chdb://` runs too, "
+                         "interleaved: the same spans, the same run")
     args = ap.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "agentscope")],
                    check=True, stdout=subprocess.DEVNULL)
@@ -78,7 +82,7 @@ def main() -> int:
             spans = _count(directory)
             print(f"{spans:>10} {'export clickhouse (files to chdb)':<34} {wall:>9.2f} "
                   f"{'':>22} {rss:>9.0f}")
-            got: dict = {"duckdb": [], "chdb": [], "walk": []}
+            got: dict = {"duckdb": [], "chdb": [], "walk": [], "baseline": []}
             for _ in range(args.runs):
                 db = work / "run.duckdb"
                 for p in (db, Path(str(db) + ".wal")):
@@ -86,10 +90,16 @@ def main() -> int:
                 got["duckdb"].append(cli(["analyze", str(directory), "--db", str(db), "-q"],
                                          work))
                 got["chdb"].append(cli(["analyze", url, "-q"], work))
+                if args.baseline:
+                    got["baseline"].append(cli(["analyze", url, "-q"], work,
+                                               Path(args.baseline).resolve()))
                 got["walk"].append(walk_in_clickhouse(url, work))
             for name, label in (("duckdb", "analyze DIR (DuckDB)"),
                                 ("chdb", "analyze chdb://... (read, DuckDB)"),
+                                ("baseline", "  the same, --baseline's"),
                                 ("walk", "critical paths in ClickHouse")):
+                if not got[name]:
+                    continue
                 walls = sorted(w for w, _ in got[name])
                 runs = ", ".join(f"{w:.2f}" for w in walls)
                 print(f"{spans:>10} {label:<34} {statistics.median(walls):>9.2f} {runs:>22} "

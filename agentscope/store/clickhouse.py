@@ -316,11 +316,15 @@ _JSON_TEXT = ("attrs", "events", "links")  # the span file's fields that are JSO
 # the files read_into writes: their format (inputs.Source), and what their rows are
 FILES = {"spans-clickhouse-0-1.parquet": ("spans", "span rows"),
          "samples-clickhouse-0-1.parquet": ("samples", "sample rows")}
-# Parquet as DuckDB reads it fastest: text as text (not bytes), LZ4 (the file lives for one
-# load), and a row group per 100k rows (read in parallel)
+# Parquet for a file read once, by DuckDB, right away: text as text (not bytes), LZ4, and
+# none of what serves later readers (bloom filters, page indexes, checksums): at 5M spans
+# 4.9 s to write and 1.5 s to load, against 5.5-6.1 s and 2.0 s with ClickHouse's defaults
+# but LZ4 (benchmarks/RESULTS.md)
 _PARQUET = ("output_format_parquet_string_as_string = 1, "
             "output_format_parquet_compression_method = 'lz4', "
-            "output_format_parquet_row_group_size = 100000")
+            "output_format_parquet_write_bloom_filter = 0, "
+            "output_format_parquet_write_page_index = 0, "
+            "output_format_parquet_write_checksums = 0")
 
 
 def read_into(remote: Remote, directory: Path) -> tuple:

@@ -416,7 +416,8 @@ class Loader(WholeFiles):
         fd, path = tempfile.mkstemp(suffix=".jsonl")
         os.close(fd)
         try:
-            self._x(f"COPY (SELECT {_casts(columns)} FROM read_parquet({_quoted(src.path)})) "
+            self._x(f"COPY (SELECT {_casts(columns)} FROM read_parquet({_quoted(src.path)}, "
+                    "file_row_number = true) ORDER BY file_row_number) "
                     f"TO {_quoted(path)} (FORMAT json)")
             with open(path, "rb") as f:
                 return f.read()
