@@ -37,12 +37,12 @@ def sample_line(n: int) -> str:
                                           "cpu.util", 0.25 * n)).rstrip("\n")
 
 
-def as_parquet(lines: list, path: Path, columns: dict) -> Path:
+def as_parquet(lines: list, path: Path, columns: dict, **types: str) -> Path:
     """``lines`` (our JSON lines) as a Parquet file of their fields, JSON values as text:
-    as ClickHouse writes one."""
+    as ClickHouse writes one (``types``: a column's type other than the store's)."""
     src = path.with_suffix(".jsonl")
     src.write_text("".join(x + "\n" for x in lines))
-    struct = "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
+    struct = "{" + ", ".join(f"'{k}': '{types.get(k, v)}'" for k, v in columns.items()) + "}"
     with duckdb.connect() as con:
         con.execute(f"COPY (SELECT * FROM read_json('{src}', format = 'newline_delimited', "
                     f"columns = {struct})) TO '{path}' (FORMAT parquet)")
@@ -114,3 +114,17 @@ def test_a_rewritten_file_replaces_what_it_gave(tmp_path):
     as_parquet([span_line(n) for n in (1, 5)], path, SPAN_COLUMNS)
     assert load(store, path).spans_added == 2
     assert [r[1] for r in sorted(rows(store, "spans"))] == [f"{n:016x}" for n in (1, 5)]
+
+
+def test_a_number_out_of_its_column_or_text_that_is_not_json_is_a_named_row(tmp_path):
+    """What the store's types cannot take (a pid past INTEGER; attributes that are not JSON)
+    fails the fast path's read; the rows are then checked one by one and named, and the
+    others load, rather than the file being refused whole."""
+    spans = [span_line(1), span_line(2, pid=2**40), span_line(3, attrs="{not json"),
+             span_line(4)]
+    store = Store(":memory:")
+    report = load(store, as_parquet(spans, tmp_path / "spans-p.parquet", SPAN_COLUMNS,
+                                    pid="BIGINT"))
+    assert [p.line for p in report.problems] == [2, 3]
+    assert "pid" in report.problems[0].reason and "attrs" in report.problems[1].reason
+    assert report.spans_added == 2

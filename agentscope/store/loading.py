@@ -416,8 +416,8 @@ class Loader(WholeFiles):
         fd, path = tempfile.mkstemp(suffix=".jsonl")
         os.close(fd)
         try:
-            self._x(f"COPY (SELECT {_casts(columns)} FROM read_parquet({_quoted(src.path)}, "
-                    "file_row_number = true) ORDER BY file_row_number) "
+            self._x(f"COPY (SELECT {_casts(columns, lenient=True)} FROM read_parquet("
+                    f"{_quoted(src.path)}, file_row_number = true) ORDER BY file_row_number) "
                     f"TO {_quoted(path)} (FORMAT json)")
             with open(path, "rb") as f:
                 return f.read()
@@ -596,11 +596,17 @@ def _quoted(path: "str | os.PathLike[str]") -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _casts(columns: dict) -> str:
+def _casts(columns: dict, lenient: bool = False) -> str:
     """The select list that gives a Parquet file's columns the table's types (JSON for
-    attributes, events and links: their text is JSON, as read_json reads it)."""
-    return ", ".join(f"CAST({k} AS {'JSON' if k in _JSON_COLUMNS else v}) AS {k}"
-                     for k, v in columns.items())
+    attributes, events and links: their text is JSON, as read_json reads it). ``lenient``:
+    for the lines the validating reader checks instead: numbers as they are (one out of its
+    column's range is named there, not refused here), and JSON text that does not parse
+    kept as a JSON string (named there too: not an object)."""
+    if not lenient:
+        return ", ".join(f"CAST({k} AS {'JSON' if k in _JSON_COLUMNS else v}) AS {k}"
+                         for k, v in columns.items())
+    return ", ".join(f"coalesce(TRY_CAST({k} AS JSON), to_json({k})) AS {k}"
+                     if k in _JSON_COLUMNS else k for k in columns)
 
 
 def _struct(columns: dict) -> str:
