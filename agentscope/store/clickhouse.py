@@ -318,8 +318,8 @@ FILES = {"spans-clickhouse-0-1.parquet": ("spans", "span rows"),
          "samples-clickhouse-0-1.parquet": ("samples", "sample rows")}
 # Parquet for a file read once, by DuckDB, right away: text as text (not bytes), LZ4, and
 # none of what serves later readers (bloom filters, page indexes, checksums): at 5M spans
-# 4.9 s to write and 1.5 s to load, against 5.5-6.1 s and 2.0 s with ClickHouse's defaults
-# but LZ4 (benchmarks/RESULTS.md)
+# 4.9 s to write and 1.5 s to load, against 5.5-6.1 s and 2.0 s with them and row groups of
+# 100k rows (benchmarks/RESULTS.md)
 _PARQUET = ("output_format_parquet_string_as_string = 1, "
             "output_format_parquet_compression_method = 'lz4', "
             "output_format_parquet_write_bloom_filter = 0, "
