@@ -135,6 +135,135 @@ def test_messy_traces_round_trip(tmp_path):
     _same_analysis(direct, back)
 
 
+def test_export_writes_each_attribute_as_its_text(tmp_path):
+    """Every attribute is written as text, a string as it is and any other value as its
+    compact JSON (non-ASCII escaped): integers past 64 bits, exponents, lists, nested
+    objects, booleans, lone surrogates (stored as escapes), in spans and in events alike."""
+    from agentscope.formats import spanfile
+    from agentscope.records import SpanEvent, SpanRecord
+
+    t0 = 1_800_000_000_000_000_000
+    attrs = {"big": 2**70, "f": 1e-7, "fl": 1e20, "s": "é\ud800x", "l": ["é", 1.5, None],
+             "b": True, "nested": {"k": {"j": [1, {"z": "\u202e"}]}}, "n": -5}
+    record = SpanRecord("c0ffee00c0ffee00c0ffee00c0ffee00", "1" * 16, None, "run", "task",
+                        "internal", t0, t0 + 10**9, "unset", None, "svc", "h", 7, None, None,
+                        None, None, None, None, None, None, None, attrs,
+                        (SpanEvent("ev", t0 + 5, {"n": 2**65, "s": "é"}),))
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    with open(traces / "spans-h-1-1.jsonl", "w", encoding="utf-8",
+              errors="surrogatepass") as f:
+        f.write(spanfile.encode(record))
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    clickhouse_out.export(agentscope.analyze(traces, db=":memory:"), url)
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{tmp_path / 'ch'}"))
+    try:
+        row = json.loads(con.query("SELECT SpanAttributes, `Events.Attributes` AS e FROM "
+                                   "otel_traces FORMAT JSONEachRow"))
+    finally:
+        con.close()
+    got = {k: v for k, v in row["SpanAttributes"].items() if k in attrs}
+    assert got == {"big": "1180591620717411303424", "f": "1e-07", "fl": "1e+20",
+                   "s": "é\ufffdx", "l": '["\\u00e9",1.5,null]', "b": "true",
+                   "nested": '{"k":{"j":[1,{"z":"\\u202e"}]}}', "n": "-5"}
+    assert row["e"] == [{"n": "36893488147419103232", "s": "é"}]
+
+
+def test_the_window_is_stored_as_the_same_rows_in_a_span_file_would_be(tmp_path):
+    """What travels from ClickHouse is stored as the same span written in a span file would
+    be, text for text: attributes, events and links minified as the store keeps JSON (a
+    "/" is not "\\/", as ClickHouse writes it), U+2028 kept; a sample value that is not
+    finite is none, as JSON has it, and -0 is 0."""
+    from agentscope.store.duckdb_store import Store
+
+    attrs = {"url": "http://x/y", "k/1": "a\u2028b", "q": "\"\\", "n": "1"}
+    events = [{"name": "got /x", "time_ns": 1_800_000_000_000_000_005,
+               "attrs": {"path": "/a/b"}}]
+    line = {"trace_id": "0af7651916cd43dd8448eb211c80319c", "span_id": "b7ad6b7169203331",
+            "parent_span_id": None, "name": "a/b", "stage": "task", "kind": "server",
+            "start_ns": 1_800_000_000_000_000_000, "end_ns": 1_800_000_001_000_000_000,
+            "status": "ok", "status_message": None, "service": "svc", "host": "h",
+            "pid": 7, "attrs": attrs, "events": events, "links": []}
+    samples = [(0, 0.5), (1, float("nan")), (2, float("inf")), (3, -0.0)]
+    lines = tmp_path / "lines"
+    lines.mkdir()
+    (lines / "spans-a-1-1.jsonl").write_text(json.dumps(line) + "\n")
+    (lines / "samples-a-1-1.jsonl").write_text("".join(
+        json.dumps({"ts_ns": 1_800_000_000_000_000_000 + i * 10**8, "host": "h", "pid": 7,
+                    "source": "host", "device": None, "metric": "cpu.util",
+                    "value": None if v != v or abs(v) == float("inf") else abs(v)}) + "\n"
+        for i, v in samples))
+    want = Store(":memory:")
+    want.load(lines)
+
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{tmp_path / 'ch'}"))
+    con.query(clickhouse._sql("otel_traces.sql").format(table="`default`.`otel_traces`"))
+    con.query(clickhouse._sql("agentscope_samples.sql").format(
+        table="`default`.`agentscope_samples`"))
+    con.query("INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, "
+              "SpanKind, ServiceName, ResourceAttributes, SpanAttributes, Duration, "
+              "StatusCode, `Events.Timestamp`, `Events.Name`, `Events.Attributes`) VALUES "
+              "(fromUnixTimestamp64Nano(toInt64(1800000000000000000)), "
+              f"'{line['trace_id']}', '{line['span_id']}', '', 'a/b', 'Server', 'svc', "
+              "map('host.name', 'h', 'process.pid', '7'), "
+              "map('agentscope.stage', 'task', 'url', 'http://x/y', 'k/1', "
+              "concat('a', unhex('E280A8'), 'b'), 'q', '\"\\\\', 'n', '1'), 1000000000, 'Ok', "
+              "[fromUnixTimestamp64Nano(toInt64(1800000000000000005))], ['got /x'], "
+              "[map('path', '/a/b')])")
+    con.query("INSERT INTO agentscope_samples VALUES " + ", ".join(
+        f"(fromUnixTimestamp64Nano(toInt64({1_800_000_000_000_000_000 + i * 10**8})), 'h', 7, "
+        f"'host', NULL, 'cpu.util', {'nan' if v != v else repr(v)})" for i, v in samples))
+    con.close()
+    got = agentscope.analyze(f"chdb://{tmp_path / 'ch'}?table=otel_traces")
+    assert not got.problems
+    columns = "trace_id, span_id, name, attrs, events, links, status, kind"
+    assert got.query_rows(f"SELECT {columns} FROM spans")[1] == \
+        want._x(f"SELECT {columns} FROM spans")
+    sample_sql = "SELECT ts_ns, value::VARCHAR FROM samples ORDER BY ts_ns"
+    assert got.query_rows(sample_sql)[1] == want._x(sample_sql)
+    assert [v for _, v in want._x(sample_sql)] == ["0.5", None, None, "0.0"]
+
+
+def test_a_store_that_read_the_window_as_json_lines_replaces_its_rows(tmp_path):
+    """A store kept with --db that read a ClickHouse window before its rows travelled as
+    Parquet (files named spans-/samples-clickhouse-0-1.jsonl in its loaded_files) gets the
+    same rows, not the samples twice."""
+    from agentscope.store.duckdb_store import Store
+
+    source = REPO / "sample_traces" / "cpu" / "cpu-compile"
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    clickhouse_out.export(agentscope.analyze(source, db=":memory:"), url)
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "spans-clickhouse-0-1.jsonl").write_bytes(
+        next(source.glob("spans-*.jsonl")).read_bytes())
+    (earlier / "samples-clickhouse-0-1.jsonl").write_bytes(b"".join(
+        p.read_bytes() for p in sorted(source.glob("samples-*.jsonl"))))
+    db = tmp_path / "kept.duckdb"
+    store = Store(db)
+    store.load(earlier)
+    before = (store._x("SELECT count(*) FROM spans")[0][0], store.sample_count())
+    store.close()
+    again = agentscope.analyze(url, db=db)
+    assert (again.summary.spans, again.query("SELECT count(*) AS n FROM samples")["n"][0]) \
+        == before
+    again.close()
+
+
+def test_a_parquet_setting_the_clickhouse_does_not_know_is_left_out(tmp_path, monkeypatch):
+    """The Parquet settings of the read are from 2025 (a server refuses a query naming one
+    it does not know): those the ClickHouse lacks are not sent. An answer that is not a
+    whole Parquet file is an error naming the URL."""
+    _collector_rows(tmp_path / "ch")
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    monkeypatch.setitem(clickhouse._PARQUET, "output_format_parquet_from_the_future", "1")
+    assert agentscope.analyze(url).summary.spans == 3
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(b"PAR1 and then the connection dropped")
+    with pytest.raises(StoreError, match="^chdb://.*not a whole Parquet file"):
+        clickhouse._rows(cut, clickhouse.parse(url))
+
+
 def _collector_rows(path: Path):
     """Two traces as the Collector's exporter writes them (into chdb at ``path``): enum names
     in either spelling, every attribute a string, the scope in its own column, events and links

@@ -44,10 +44,15 @@ def as_parquet(lines: list, path: Path, columns: dict, **types: str) -> Path:
     src.write_text("".join(x + "\n" for x in lines))
     struct = "{" + ", ".join(f"'{k}': '{types.get(k, v)}'" for k, v in columns.items()) + "}"
     with duckdb.connect() as con:
-        con.execute(f"COPY (SELECT * FROM read_json('{src}', format = 'newline_delimited', "
-                    f"columns = {struct})) TO '{path}' (FORMAT parquet)")
+        con.execute(f"COPY (SELECT * FROM read_json({quoted(src)}, format = "
+                    f"'newline_delimited', columns = {struct})) TO {quoted(path)} "
+                    "(FORMAT parquet)")
     src.unlink()
     return path
+
+
+def quoted(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 def load(store: Store, *files: Path):

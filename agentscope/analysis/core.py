@@ -169,8 +169,8 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         store = Store(MEMORY if db is None else db, keep_freed_blocks=batch)
         store.temporary = temporary
         # (an empty file: nothing was selected)
-        found = [Source(Path(tmp) / name, name, fmt, parquet=True)
-                 for name, (fmt, _) in clickhouse.FILES.items()
+        found = [Source(Path(tmp) / name, read.rel, read.format, parquet=True)
+                 for name, read in clickhouse.FILES.items()
                  if (Path(tmp) / name).exists() and (Path(tmp) / name).stat().st_size]
         try:
             load = store.load(Path(tmp), progress=None if progress is None else
@@ -180,8 +180,8 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
             _discard(store)
             raise
         # a problem names the URL and the row, not the file the rows passed through
-        labels = {str(Path(tmp) / name): f"{remote.display} ({rows})"
-                  for name, (_, rows) in clickhouse.FILES.items()}
+        labels = {str(Path(tmp) / name): f"{remote.display} ({read.rows})"
+                  for name, read in clickhouse.FILES.items()}
         store.relabel_problems(labels)
         for problem in load.problems:
             problem.path = labels.get(problem.path, problem.path)

@@ -20,12 +20,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
+
+import orjson
 
 from .. import semconv
 from ..errors import StoreError
@@ -37,7 +40,7 @@ from .schema import SPAN_COLUMNS, SQL_DIR
 MAX_MEMORY_BYTES = 4 << 30
 MAX_EXECUTION_S = 600
 _SETTINGS = (f"max_memory_usage = {MAX_MEMORY_BYTES}, max_execution_time = {MAX_EXECUTION_S}")
-# JSON lines as our files have them: integers as numbers, events and links as objects, and
+# JSON lines (the walk's rows: critical_paths): integers as numbers, tuples as objects, and
 # text that is not UTF-8 (ClickHouse strings are bytes) with its bad bytes replaced
 _OUTPUT = ("output_format_json_quote_64bit_integers = 0, "
            "output_format_json_named_tuples_as_objects = 1, "
@@ -300,9 +303,9 @@ def spans_query(remote: Remote, table: "str | None" = None,
 
 def _flat_columns() -> str:
     """The span file's fields as flat columns: attributes, events and links as their JSON
-    text, and every text valid UTF-8 (ClickHouse strings are bytes; a columnar reader takes
-    no bad bytes). The text is what ``JSONEachRow`` writes with :data:`_OUTPUT`: bad bytes
-    replaced by U+FFFD, integers unquoted, tuples as objects."""
+    text (integers unquoted, tuples as objects; the store minifies it as it does a span
+    file's), and every text valid UTF-8, bad bytes replaced by U+FFFD (ClickHouse strings
+    are bytes; a columnar reader takes no bad bytes)."""
     def flat(column: str, kind: str) -> str:
         if column in _JSON_TEXT:
             return f"toValidUTF8(toJSONString({column})) AS {column}"
@@ -313,18 +316,39 @@ def _flat_columns() -> str:
 _JSON_TEXT = ("attrs", "events", "links")  # the span file's fields that are JSON values
 
 
-# the files read_into writes: their format (inputs.Source), and what their rows are
-FILES = {"spans-clickhouse-0-1.parquet": ("spans", "span rows"),
-         "samples-clickhouse-0-1.parquet": ("samples", "sample rows")}
+class Read(NamedTuple):
+    """A file :func:`read_into` writes: its format (``inputs.Source``), what its rows are
+    (in the names of their problems), and its name in a store's ``loaded_files``: the name it
+    had as JSON lines, so that a store kept with ``--db`` that read the window before
+    replaces those rows rather than adding them again."""
+
+    format: str
+    rows: str
+    rel: str
+
+
+FILES = {"spans-clickhouse-0-1.parquet": Read("spans", "span rows",
+                                              "spans-clickhouse-0-1.jsonl"),
+         "samples-clickhouse-0-1.parquet": Read("samples", "sample rows",
+                                                "samples-clickhouse-0-1.jsonl")}
 # Parquet for a file read once, by DuckDB, right away: text as text (not bytes), LZ4, and
 # none of what serves later readers (bloom filters, page indexes, checksums): at 5M spans
 # 4.9 s to write and 1.5 s to load, against 5.5-6.1 s and 2.0 s with them and row groups of
-# 100k rows (benchmarks/RESULTS.md)
-_PARQUET = ("output_format_parquet_string_as_string = 1, "
-            "output_format_parquet_compression_method = 'lz4', "
-            "output_format_parquet_write_bloom_filter = 0, "
-            "output_format_parquet_write_page_index = 0, "
-            "output_format_parquet_write_checksums = 0")
+# 100k rows (benchmarks/RESULTS.md). A setting the ClickHouse does not know (the last three
+# are from 2025) is left out: a server refuses a query that names one.
+_PARQUET = {"output_format_parquet_string_as_string": "1",
+            "output_format_parquet_compression_method": "'lz4'",
+            "output_format_parquet_write_bloom_filter": "0",
+            "output_format_parquet_write_page_index": "0",
+            "output_format_parquet_write_checksums": "0"}
+
+
+def _parquet_settings(con: "Connection") -> str:
+    """The settings of :data:`_PARQUET` that ``con``'s ClickHouse knows."""
+    names = ", ".join(_literal(name) for name in _PARQUET)
+    known = set(con.text(f"SELECT name FROM system.settings WHERE name IN ({names})",
+                         "TabSeparated").split())
+    return ", ".join(f"{name} = {value}" for name, value in _PARQUET.items() if name in known)
 
 
 def read_into(remote: Remote, directory: Path) -> tuple:
@@ -338,8 +362,9 @@ def read_into(remote: Remote, directory: Path) -> tuple:
         directory.mkdir(parents=True, exist_ok=True)
         span_file, sample_file = FILES
         spans = directory / span_file
-        con.to_file(spans_query(remote, table, flat=True), "Parquet", spans, _PARQUET)
-        n_spans = _rows(spans)
+        settings = _parquet_settings(con)
+        con.to_file(spans_query(remote, table, flat=True), "Parquet", spans, settings)
+        n_spans = _rows(spans, remote)
         n_samples = 0
         if n_spans and _exists(con, remote, remote.samples):
             window, near = _window(remote)
@@ -349,8 +374,8 @@ def read_into(remote: Remote, directory: Path) -> tuple:
             samples = directory / sample_file
             con.to_file(_sql("samples_of_agentscope_samples.sql").format(
                 table=remote.quoted(remote.samples), since_ns=first, until_ns=last),
-                "Parquet", samples, _PARQUET)
-            n_samples = _rows(samples)
+                "Parquet", samples, settings)
+            n_samples = _rows(samples, remote)
         return n_spans, n_samples
 
 
@@ -399,15 +424,21 @@ def _parts(con: Connection, remote: Remote, part_spans: int) -> int:
     return max(1, -(-rows // max(int(part_spans), 1)))
 
 
-def _rows(path: Path) -> int:
-    """The rows of the Parquet file ``path`` (from its footer; an empty file: none)."""
+def _rows(path: Path, remote: Remote) -> int:
+    """The rows of the Parquet file ``path`` that ``remote`` wrote (from its footer; an
+    empty file: none). A file that is not Parquet (a server's answer cut short) is a
+    StoreError naming ``remote``."""
     if not path.stat().st_size:
         return 0
     import duckdb
 
-    with duckdb.connect() as con:
-        return int(con.execute("SELECT coalesce(sum(num_rows), 0) FROM "
-                               "parquet_file_metadata(?)", [str(path)]).fetchone()[0])
+    try:
+        with duckdb.connect() as con:
+            return int(con.execute("SELECT coalesce(sum(num_rows), 0) FROM "
+                                   "parquet_file_metadata(?)", [str(path)]).fetchone()[0])
+    except duckdb.Error as e:
+        raise StoreError(f"{remote.display}: what it sent is not a whole Parquet file "
+                         f"({_short(str(e), 200)})") from None
 
 
 def _exists(con: Connection, remote: Remote, table: str) -> bool:
@@ -505,6 +536,8 @@ def _text(value: Any) -> str:
     """An attribute value as the exporter writes it: strings as they are, others as JSON."""
     if isinstance(value, str):
         return value
+    if type(value) is int:  # (the most common after strings; bool is not one)
+        return str(value)
     return json.dumps(value, separators=(",", ":"))
 
 
@@ -512,10 +545,35 @@ def _attrs(value: Any) -> dict:
     return {str(k): _text(v) for k, v in (value or {}).items()}
 
 
+def _loads(text: str) -> Any:
+    """The JSON ``text`` (a stored span's attributes, events or links): orjson's parse, or
+    json's where orjson would read it otherwise (an integer past 64 bits, which orjson
+    makes a float) or refuses it (a lone surrogate's escape, NaN): the same values."""
+    if _LONG_DIGITS.search(text):
+        return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+_LONG_DIGITS = re.compile(r"[0-9]{20}")  # (int64 has 19 digits: maybe a longer integer)
+
+
+def _dumps(value: Any) -> str:
+    """A line of :data:`_SPAN_INPUT` as compact JSON: orjson's, or json's where orjson
+    refuses the value (a lone surrogate in a string; an integer past 64 bits). ClickHouse
+    reads both the same (orjson writes other characters as UTF-8, json as escapes)."""
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, separators=(",", ":"))
+
+
 def span_line(row: dict) -> str:
     """One span of the store (a ``spans`` row, attrs/events/links as JSON text) as a line of
     :data:`_SPAN_INPUT`: the OTLP a Collector would have written of it."""
-    attrs = _attrs(json.loads(row["attrs"]) if row["attrs"] else {})
+    attrs = _attrs(_loads(row["attrs"]) if row["attrs"] else {})
     scope = attrs.pop("otel.scope.name", "")
     for column, attr in semconv.ACCOUNTING_ATTRIBUTES.items():
         if row[column] is not None:
@@ -529,9 +587,9 @@ def span_line(row: dict) -> str:
         resource["host.name"] = row["host"]
     if row["pid"] is not None:
         resource["process.pid"] = str(int(row["pid"]))
-    events = json.loads(row["events"]) if row["events"] else []
-    links = json.loads(row["links"]) if row["links"] else []
-    return json.dumps({
+    events = _loads(row["events"]) if row["events"] else []
+    links = _loads(row["links"]) if row["links"] else []
+    return _dumps({
         "ts": row["start_ns"], "dur": row["end_ns"] - row["start_ns"], "trace": row["trace_id"],
         "span": row["span_id"], "parent": row["parent_span_id"] or "", "name": row["name"],
         "kind": _KIND.get(row["kind"], "Internal"), "service": row["service"] or "",
@@ -540,7 +598,7 @@ def span_line(row: dict) -> str:
         "event_ts": [e["time_ns"] for e in events], "event_name": [e["name"] for e in events],
         "event_attrs": [_attrs(e.get("attrs")) for e in events],
         "link_trace": [k["trace_id"] for k in links], "link_span": [k["span_id"] for k in links],
-        "link_attrs": [_attrs(k.get("attrs")) for k in links]}, separators=(",", ":"))
+        "link_attrs": [_attrs(k.get("attrs")) for k in links]})
 
 
 def sample_line(row: dict) -> str:

@@ -598,12 +598,13 @@ def _quoted(path: "str | os.PathLike[str]") -> str:
 
 def _casts(columns: dict, lenient: bool = False) -> str:
     """The select list that gives a Parquet file's columns the table's types (JSON for
-    attributes, events and links: their text is JSON, as read_json reads it). ``lenient``:
+    attributes, events and links: their text is JSON, kept as read_json keeps it, minified
+    and unescaped where JSON allows: ClickHouse writes ``/`` as ``\\/``). ``lenient``:
     for the lines the validating reader checks instead: numbers as they are (one out of its
     column's range is named there, not refused here), and JSON text that does not parse
     kept as a JSON string (named there too: not an object)."""
-    if not lenient:
-        return ", ".join(f"CAST({k} AS {'JSON' if k in _JSON_COLUMNS else v}) AS {k}"
+    if not lenient:  # (json(): minified as read_json keeps it, "\/" as "/")
+        return ", ".join(f"json({k}) AS {k}" if k in _JSON_COLUMNS else f"CAST({k} AS {v}) AS {k}"
                          for k, v in columns.items())
     return ", ".join(f"coalesce(TRY_CAST({k} AS JSON), to_json({k})) AS {k}"
                      if k in _JSON_COLUMNS else k for k in columns)

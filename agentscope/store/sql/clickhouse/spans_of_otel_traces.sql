@@ -1,5 +1,5 @@
 -- The spans of an `otel_traces` table (the OpenTelemetry Collector's ClickHouse exporter's
--- schema) as the lines of our span files (docs/file-formats.md): what the store loads and
+-- schema) as the fields of our span files (docs/file-formats.md): what the store loads and
 -- checks as it does any span file. The mapping is the one formats/otlp_common.py applies to
 -- OTLP: kinds and status codes by name (`Server`, `SPAN_KIND_SERVER`; `Ok`,
 -- `STATUS_CODE_OK`), agentscope's accounting attributes back into columns (the exporter
