@@ -34,7 +34,7 @@ from .. import semconv
 from ..errors import StoreError
 from ..records import INT_FIELDS, MAX_EPOCH_NS, MIN_EPOCH_NS
 from ..urls import Remote, is_url, parse, without_password  # noqa: F401 - (here too)
-from .schema import SPAN_COLUMNS, SQL_DIR
+from .schema import JSON_COLUMNS, SPAN_COLUMNS, SQL_DIR
 
 # every query's bounds: an unbounded query over a large table can take a whole machine
 MAX_MEMORY_BYTES = 4 << 30
@@ -307,13 +307,10 @@ def _flat_columns() -> str:
     file's), and every text valid UTF-8, bad bytes replaced by U+FFFD (ClickHouse strings
     are bytes; a columnar reader takes no bad bytes)."""
     def flat(column: str, kind: str) -> str:
-        if column in _JSON_TEXT:
+        if column in JSON_COLUMNS:
             return f"toValidUTF8(toJSONString({column})) AS {column}"
         return f"toValidUTF8({column}) AS {column}" if kind == "VARCHAR" else column
     return ", ".join(flat(column, kind) for column, kind in SPAN_COLUMNS.items())
-
-
-_JSON_TEXT = ("attrs", "events", "links")  # the span file's fields that are JSON values
 
 
 class Read(NamedTuple):

@@ -37,7 +37,7 @@ from .inputs import Source, ends_with_newline, find, rewritten, tail_hash
 from .otlp import otlp_lines
 from .rows import (MAX_DEPTH, chunks, db_text, placeholders, sample_rows, span_rows,
                    stored)
-from .schema import SAMPLE_COLUMNS, SPAN_COLUMNS, sql
+from .schema import JSON_COLUMNS, SAMPLE_COLUMNS, SPAN_COLUMNS, sql
 from .whole import WholeFiles
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
@@ -57,8 +57,6 @@ _VALID_SAMPLE = sql("valid_samples.sql").format(**_BOUNDS)
 # message quotes bytes of the input that are not UTF-8 (the binding cannot make the message a
 # str: the input's problem, not ours). The reader that names each bad line then takes over.
 _READ_ERRORS = (duckdb.Error, UnicodeDecodeError)
-# the columns read as JSON by the fast path (the store keeps their text)
-_JSON_COLUMNS = ("attrs", "events", "links")
 _OURS = ("spans", "samples")  # our own formats, which the fast path reads
 
 
@@ -600,7 +598,7 @@ def _pending(batch: list) -> list:
 
 
 def _quoted(path: "str | os.PathLike[str]") -> str:
-    """A path as an SQL string literal (COPY takes no parameters)."""
+    """A path as an SQL string literal (COPY and a view take no parameters)."""
     return "'" + str(path).replace("'", "''") + "'"
 
 
@@ -612,14 +610,14 @@ def _casts(columns: dict, lenient: bool = False) -> str:
     column's range is named there, not refused here), and JSON text that does not parse
     kept as a JSON string (named there too: not an object)."""
     if not lenient:  # (json(): minified as read_json keeps it, "\/" as "/")
-        return ", ".join(f"json({k}) AS {k}" if k in _JSON_COLUMNS else f"CAST({k} AS {v}) AS {k}"
+        return ", ".join(f"json({k}) AS {k}" if k in JSON_COLUMNS else f"CAST({k} AS {v}) AS {k}"
                          for k, v in columns.items())
     return ", ".join(f"coalesce(TRY_CAST({k} AS JSON), to_json({k})) AS {k}"
-                     if k in _JSON_COLUMNS else k for k in columns)
+                     if k in JSON_COLUMNS else k for k in columns)
 
 
 def _struct(columns: dict) -> str:
     """The ``columns`` argument of read_json: the table's types, but JSON for attributes,
     events and links (a JSON string there must stay a string, not pass for an object)."""
-    return "{" + ", ".join(f"'{k}': '{'JSON' if k in _JSON_COLUMNS else v}'"
+    return "{" + ", ".join(f"'{k}': '{'JSON' if k in JSON_COLUMNS else v}'"
                            for k, v in columns.items()) + "}"

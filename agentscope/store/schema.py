@@ -29,6 +29,8 @@ SPAN_COLUMNS = {
 # ... and of the `samples` table (schema.sql adds file_id)
 SAMPLE_COLUMNS = {"ts_ns": "BIGINT", "host": "VARCHAR", "pid": "INTEGER", "source": "VARCHAR",
                   "device": "VARCHAR", "metric": "VARCHAR", "value": "DOUBLE"}
+# the span columns whose text is JSON (an object, or lists of objects)
+JSON_COLUMNS = ("attrs", "events", "links")
 
 
 def sql(name: str) -> str:
