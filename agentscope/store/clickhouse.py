@@ -377,9 +377,10 @@ def read_into(remote: Remote, directory: Path) -> tuple:
 
 
 @contextlib.contextmanager
-def _reading(remote: Remote) -> Iterator[tuple]:
-    """(a connection to ``remote``, what its spans are read from: :func:`source`), once its
-    chdb directory and its spans table are known to exist; closed after."""
+def _reading(remote: Remote, columns: bool = True) -> Iterator[tuple]:
+    """(a connection to ``remote``, what its spans are read from: :func:`source`, which
+    looks up the table's columns; without ``columns``, the table as it is), once its chdb
+    directory and its spans table are known to exist; closed after."""
     if remote.scheme == "chdb" and not Path(remote.path).is_dir():
         raise StoreError(f"{remote.display}: no such chdb data directory")
     con = Connection(remote)
@@ -388,7 +389,7 @@ def _reading(remote: Remote) -> Iterator[tuple]:
             raise StoreError(f"{remote.display}: no table {remote.database}.{remote.table} "
                              "(the Collector's ClickHouse exporter makes otel_traces; "
                              "`agentscope export clickhouse` makes one from trace files)")
-        yield con, source(con, remote)
+        yield con, source(con, remote) if columns else remote.quoted(remote.table)
     finally:
         con.close()
 
@@ -403,7 +404,7 @@ def window_state(remote: Remote) -> tuple:
         return (time.monotonic_ns(),)
     _, near = _window(remote)
     state: list = []
-    with _reading(remote) as (con, _):
+    with _reading(remote, columns=False) as (con, _):  # (counts: no column is read)
         for table in (remote.table, remote.samples):
             if table != remote.table and not _exists(con, remote, table):
                 continue
