@@ -133,3 +133,34 @@ def test_a_number_out_of_its_column_or_text_that_is_not_json_is_a_named_row(tmp_
     assert [p.line for p in report.problems] == [2, 3]
     assert "pid" in report.problems[0].reason and "attrs" in report.problems[1].reason
     assert report.spans_added == 2
+
+
+def test_a_good_file_takes_the_fast_path_and_keeps_a_repeated_ids_first_row(tmp_path,
+                                                                            monkeypatch):
+    """A file whose rows all pass is read by the fast path (the view over the Parquet), not
+    row by row; of a (trace, span) id on two rows, the first is kept (by its row number)."""
+    from agentscope.store import loading
+
+    def per_file(*_):
+        raise AssertionError("the per-file path read a good file")
+
+    monkeypatch.setattr(loading.Loader, "_parquet_lines", per_file)
+    spans = [span_line(1, name="first"), span_line(2), span_line(3),
+             span_line(1, name="again")]
+    store = Store(":memory:")
+    report = load(store, as_parquet(spans, tmp_path / "spans-p.parquet", SPAN_COLUMNS))
+    assert not report.problems and (report.spans_added, report.duplicates) == (3, 1)
+    assert store._x("SELECT name FROM spans WHERE span_id = '0000000000000001'") == \
+        [("first",)]
+
+
+def test_a_value_the_store_cannot_hold_fails_the_insert_and_is_named(tmp_path):
+    """A pid past INTEGER passes the checks and fails only as it is inserted: the insert is
+    rolled back, the file read row by row, that row named, the others loaded."""
+    spans = [span_line(1), span_line(2, pid=2**40), span_line(3)]
+    store = Store(":memory:")
+    report = load(store, as_parquet(spans, tmp_path / "spans-p.parquet", SPAN_COLUMNS,
+                                    pid="BIGINT"))
+    assert [(p.line, "pid" in p.reason) for p in report.problems] == [(2, True)]
+    assert report.spans_added == 2
+    assert store._x("SELECT loaded_lines, records FROM loaded_files") == [(3, 2)]
