@@ -23,6 +23,7 @@ from .._version import __version__
 from ..errors import TraceFormatError
 from .connect import connect
 from .loading import LoadReport, Loader, sources
+from .rows import quoted
 from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSeries, GpuIdle,
                      LatestSample, LoopLags, ProcessTrees, SeriesKey, SpanRow, WindowSample, sql)
 from .user_sql import UserSQL, check_statement
@@ -150,7 +151,7 @@ class Store:
         processes use and which collectors found none; None when there are no such samples."""
         import numpy as np
 
-        literal = ", ".join(_quote(m) for m in metrics)
+        literal = ", ".join(quoted(m) for m in metrics)
         list_sql, values_sql = [q for q in sql("counter_series.sql").format(metrics=literal)
                                 .split(";") if q.strip()]
         keys = self._x(list_sql)
@@ -508,7 +509,7 @@ class Store:
                                        "b": np.asarray(end, dtype=np.int64)[keep]})
         try:
             got = self.con.execute(sql("section_counters.sql").format(
-                metrics=", ".join(_quote(m) for m in metrics),
+                metrics=", ".join(quoted(m) for m in metrics),
                 max_hold=int(max_hold_ns))).fetchnumpy()
         finally:
             self.con.unregister("sections")
@@ -623,8 +624,3 @@ def _column(values: object) -> object:
         a[:] = values
         return a
     return np.asarray(values)
-
-
-def _quote(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + str(text).replace("'", "''") + "'"

@@ -35,7 +35,7 @@ from ..records import MAX_COUNT, MAX_EPOCH_NS, MIN_EPOCH_NS
 from . import otlp_arrow
 from .inputs import Source, ends_with_newline, find, rewritten, tail_hash
 from .otlp import otlp_lines
-from .rows import (MAX_DEPTH, chunks, db_text, placeholders, sample_rows, span_rows,
+from .rows import (MAX_DEPTH, chunks, db_text, placeholders, quoted, sample_rows, span_rows,
                    stored)
 from .schema import JSON_COLUMNS, SAMPLE_COLUMNS, SPAN_COLUMNS, sql
 from .whole import WholeFiles
@@ -312,7 +312,7 @@ class Loader(WholeFiles):
         by_name = {str(src.path): (src, fid, size) for src, fid, size in batch}
         try:
             if parquet:  # (a view's statement takes no parameters)
-                files = ", ".join(_quoted(name) for name in by_name)
+                files = ", ".join(quoted(name) for name in by_name)
                 self._x(f"CREATE OR REPLACE TEMP VIEW staging AS SELECT {_casts(columns)}, "
                         "filename AS _file, file_row_number AS _row FROM read_parquet("
                         f"[{files}], filename = true, file_row_number = true)")
@@ -437,8 +437,8 @@ class Loader(WholeFiles):
         os.close(fd)
         try:
             self._x(f"COPY (SELECT {_casts(columns, lenient=True)} FROM read_parquet("
-                    f"{_quoted(src.path)}, file_row_number = true) ORDER BY file_row_number) "
-                    f"TO {_quoted(path)} (FORMAT json)")
+                    f"{quoted(src.path)}, file_row_number = true) ORDER BY file_row_number) "
+                    f"TO {quoted(path)} (FORMAT json)")
             with open(path, "rb") as f:
                 return f.read()
         finally:
@@ -610,11 +610,6 @@ def _groups(files: list, limit: int) -> list:
 def _pending(batch: list) -> list:
     """New files of a fast-path batch, as entries for the per-file path (from offset 0)."""
     return [(src, (fid, 0, 0, src.format), size) for src, fid, size in batch]
-
-
-def _quoted(path: "str | os.PathLike[str]") -> str:
-    """A path as an SQL string literal (COPY and a view take no parameters)."""
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _casts(columns: dict, lenient: bool = False) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from typing import Any, Iterable, Optional
 
@@ -189,3 +190,9 @@ def placeholders(rows: list) -> str:
     """``(?, ?), (?, ?)`` for rows of equal length (parameters, never values in the SQL)."""
     one = "(" + ", ".join("?" * len(rows[0])) + ")"
     return ", ".join([one] * len(rows))
+
+
+def quoted(text: "str | os.PathLike[str]") -> str:
+    """A DuckDB string literal of ``text`` (where a statement takes no parameters: a view,
+    COPY, a list of names)."""
+    return "'" + str(text).replace("'", "''") + "'"
