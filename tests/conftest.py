@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -17,16 +19,35 @@ CORPUS = REPO / "tests" / "corpus"  # vendored copies with their notices (corpus
 # screenshots the browser tests save for a person to look at (never in git: the folder carries
 # its own .gitignore); the run's are listed at its end
 SCREENSHOTS = REPO / ".pytest-artifacts" / "screenshots"
+# recordings that a test about verdicts under real load keeps when it fails (keep_on_failure)
+RECORDINGS = REPO / ".pytest-artifacts" / "recordings"
 _STARTED = time.time()
 
 
+@contextlib.contextmanager
+def keep_on_failure(name: str, *folders: Path):
+    """Where the block fails, copy ``folders`` (a test's recordings) under
+    .pytest-artifacts/recordings/NAME-TIME/ and name the copy in the failure: a verdict that
+    went wrong under the machine's load of the moment can then be read, not guessed."""
+    try:
+        yield
+    except AssertionError as e:
+        kept = RECORDINGS / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        for folder in folders:
+            shutil.copytree(folder, kept / folder.name, dirs_exist_ok=True)
+        raise AssertionError(f"{e}\n(its recordings are kept in {kept})") from e
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The paths of the screenshots this run saved, printed even under -q."""
-    shots = sorted(p for p in SCREENSHOTS.glob("*.png") if p.stat().st_mtime >= _STARTED - 1)
-    if shots:
-        terminalreporter.write_sep("-", "screenshots")
-        for p in shots:
-            terminalreporter.write_line(str(p))
+    """The paths of the screenshots and kept recordings this run saved, printed even
+    under -q."""
+    for title, found in (("screenshots", SCREENSHOTS.glob("*.png")),
+                         ("recordings kept by failed tests", RECORDINGS.glob("*"))):
+        new = sorted(p for p in found if p.stat().st_mtime >= _STARTED - 1)
+        if new:
+            terminalreporter.write_sep("-", title)
+            for p in new:
+                terminalreporter.write_line(str(p))
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,9 @@ from agentscope.scenarios.truth import read_truth
 from agentscope.scenarios.workloads.framework_telemetry import EXPORT_ENV, TaskRun, span_truth
 from agentscope.store.tracedir import scan
 
+from . import conftest
+from .conftest import keep_on_failure
+
 TOOLS = [{"type": "function", "function": {"name": "search_web", "parameters": {}}},
          {"type": "function", "function": {"name": "other", "parameters": {}}}]
 
@@ -46,6 +49,23 @@ def test_the_endpoint_calls_the_first_tool_then_answers():
         "stop"  # no tools offered: an answer
     assert latency_of("fake-sleep-0.25") == 0.25 and latency_of("gpt-4o") == 0.0
     assert latency_of("fake-sleep-1000") == 60.0
+
+
+def test_a_failed_check_keeps_the_recordings_it_judged(tmp_path, monkeypatch):
+    monkeypatch.setattr(conftest, "RECORDINGS", tmp_path / "kept")
+    rec = tmp_path / "fw-x-file"
+    rec.mkdir()
+    (rec / "otlp-1.jsonl").write_text("{}\n")
+    with keep_on_failure("fw-x", rec):  # a check that holds keeps nothing
+        pass
+    assert not (tmp_path / "kept").exists()
+    with pytest.raises(AssertionError, match="recordings are kept in") as e:
+        with keep_on_failure("fw-x", rec):
+            assert 1 == 2, "wrong verdict"
+    assert "wrong verdict" in str(e.value)
+    (kept,) = (tmp_path / "kept").iterdir()
+    assert str(kept) in str(e.value) and kept.name.startswith("fw-x-")
+    assert (kept / "fw-x-file" / "otlp-1.jsonl").read_text() == "{}\n"
 
 
 class _Span:
@@ -222,16 +242,29 @@ def test_a_file_and_a_receiver_give_the_same_verdicts_and_the_right_ones(tmp_pat
     HTTP, in one process): recorded as the Collector's file exporter writes it, and the same
     spans sent live to `agentscope receive`. Both give every task its true verdict, with the
     same shares and critical paths; the computing task's cpu share is within 0.2 of the
-    share its workload timed on the CPU."""
-    import agentscope
-    from agentscope.scenarios import score
-
+    share its workload timed on the CPU. (A failure keeps both recordings: conftest's
+    keep_on_failure.)"""
     name = "fw-openai-concurrent"
     out = _record(tmp_path, monkeypatch, name, "file")
     live = tmp_path / "live"
     _replay_to_a_receiver(out, live)
     assert list(live.glob("spans-*.jsonl")) and not list(live.glob("otlp-*"))
     got = {}
+    with keep_on_failure(name, out, live):
+        _judged_alike(out, live, got)
+    assert got[out].keys() == got[live].keys()
+    for trace_id, (bottleneck, shares, path) in got[out].items():
+        other = got[live][trace_id]
+        assert (bottleneck, path) == (other[0], other[2])
+        assert all(abs(shares[c] - other[1][c]) < 1e-9 for c in shares)
+
+
+def _judged_alike(out: Path, live: Path, got: dict) -> None:
+    """Every task of both recordings given its true verdict (the computing task's cpu share
+    within 0.2 of its timed one); each recording's verdicts, shares and paths into ``got``."""
+    import agentscope
+    from agentscope.scenarios import score
+
     for where in (out, live):
         s = score(where)
         assert s.missing == 0 and s.untruthed == 0 and len(s.tasks) >= 2
@@ -244,8 +277,3 @@ def test_a_file_and_a_receiver_give_the_same_verdicts_and_the_right_ones(tmp_pat
             got[where] = {t.trace_id: (t.bottleneck, t.shares, [(s.span_id, s.cls) for s in
                                                                 t.segments])
                           for t in a.task_results}
-    assert got[out].keys() == got[live].keys()
-    for trace_id, (bottleneck, shares, path) in got[out].items():
-        other = got[live][trace_id]
-        assert (bottleneck, path) == (other[0], other[2])
-        assert all(abs(shares[c] - other[1][c]) < 1e-9 for c in shares)
