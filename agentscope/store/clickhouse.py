@@ -467,6 +467,9 @@ class TracePath(NamedTuple):
     roots: tuple  # ids of the root spans walked
     off_path: int  # spans left off: outside their parent, not blocking, unreachable
     duplicates: int  # rows of a span id already seen
+    # with critical_paths(..., counters=METRICS): {metric: the mean over each section, None
+    # where none} as analyzers.counters.section_means gives it (section_counters.sql)
+    counters: Any = None
 
 
 # spans walked in one query: the query holds each trace's arrays (a few hundred bytes a span)
@@ -474,33 +477,103 @@ class TracePath(NamedTuple):
 PART_SPANS = 2_000_000
 
 
-def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS) -> dict:
+def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS,
+                   counters: Any = ()) -> dict:
     """Every trace's critical path in ``remote`` (a URL, or its :class:`Remote`), walked in
     ClickHouse: {trace_id: :class:`TracePath`}, what
     :func:`agentscope.analyzers.critical_path.critical_path` gives of the trace as the store
     holds it (orphans adopted, each span id once, rows the store refuses left out). A trace
     without a root (a parent cycle alone) has no section. Only these per-trace rows travel
     back, through a file. A window of more than ``part_spans`` spans is walked in parts
-    (traces split by the hash of their id: each part is what a shard would walk)."""
+    (traces split by the hash of their id: each part is what a shard would walk).
+
+    ``counters``: metric names (e.g. :data:`agentscope.analyzers.counters.METRICS`) whose
+    means over each section are joined in ClickHouse too (:func:`counters_query`): each
+    path's ``counters``, {metric: a mean per section, None where none}, is what
+    :func:`agentscope.analyzers.counters.section_means` gives of the same sections on their
+    spans' hosts and processes. Only the sections' means travel back, not the samples."""
     if isinstance(remote, str):
         remote = parse(remote)
     paths: dict = {}
     with _reading(remote) as (con, table):
         parts = _parts(con, remote, part_spans)
+        bounds = _bounds(con, remote, table) if counters and _exists(
+            con, remote, remote.samples) else None
         with tempfile.TemporaryDirectory(prefix="agentscope-paths-") as tmp:
             for k in range(parts):
+                part = (k, parts) if parts > 1 else None
                 out = Path(tmp) / f"paths-{k}.jsonl"
-                con.to_file(path_query(remote, table, (k, parts) if parts > 1 else None),
-                            "JSONEachRow", out, _OUTPUT)
+                con.to_file(path_query(remote, table, part), "JSONEachRow", out, _OUTPUT)
+                means: dict = {}
+                if bounds is not None:
+                    means = _section_counters(con, counters_query(
+                        remote, counters, table, part, bounds), Path(tmp) / f"means-{k}.tsv")
                 with open(out, encoding="utf-8") as f:
                     for line in f:
                         row = json.loads(line)
-                        paths[row["trace_id"]] = TracePath(
-                            tuple((s, int(a), int(b)) for s, a, b in row["sections"]),
-                            int(row["path_start"]), int(row["path_end"]),
+                        sections = tuple((s, int(a), int(b)) for s, a, b in row["sections"])
+                        trace = row["trace_id"]
+                        paths[trace] = TracePath(
+                            sections, int(row["path_start"]), int(row["path_end"]),
                             tuple(row["root_ids"]), int(row["off_path"]),
-                            int(row["duplicates"]))
+                            int(row["duplicates"]),
+                            _per_section(means.get(trace, {}), len(sections))
+                            if counters else None)
     return paths
+
+
+def _bounds(con: Connection, remote: Remote, table: str) -> "tuple | None":
+    """The first and last start of the spans of ``remote``'s window (None: no span): the
+    time over which their samples are read (samples_of_agentscope_samples.sql)."""
+    window, near = _window(remote)
+    got = con.text(_sql("bounds_of_otel_traces.sql").format(table=table, window=window,
+                                                             near=near), "TabSeparated")
+    first, last = (int(x) for x in got.split())
+    return (first, last)
+
+
+def counters_query(remote: Remote, metrics: Any, table: "str | None" = None,
+                   part: "tuple | None" = None, bounds: "tuple | None" = None) -> str:
+    """The SELECT of the means of ``metrics`` over every critical-path section of
+    ``remote``'s window (section_counters.sql: rows of trace id, section number from 1,
+    metric, mean), from the samples table over ``bounds`` (first and last span start, as
+    the window's read takes them)."""
+    from ..analyzers import counters as rules  # (the names of its rules' outputs)
+    from ..metric_names import (AGENTSCOPE_COLLECTOR_UP, PROCESS_GPU_MEMORY_USAGE,
+                                SOURCE_GPU_NVIDIA)
+
+    def array(names: Any) -> str:
+        return "[" + ", ".join(_literal(x) for x in names) + "]::Array(String)"
+
+    owners = _sql("path_spans.sql").format(spans=spans_query(remote, table, part),
+                                           min_epoch_ns=MIN_EPOCH_NS, max_epoch_ns=MAX_EPOCH_NS)
+    first, last = bounds if bounds is not None else (0, 0)
+    samples = _sql("samples_of_agentscope_samples.sql").format(
+        table=remote.quoted(remote.samples), since_ns=first, until_ns=last)
+    return _sql("section_counters.sql").format(
+        paths=path_query(remote, table, part), owners=owners, samples=samples,
+        metrics=array(metrics), per_process=array(rules.PER_PROCESS),
+        max_hold=int(rules.MAX_HOLD_NS), gpu_util=_literal(rules.GPU_UTIL),
+        gpu_memory=_literal(PROCESS_GPU_MEMORY_USAGE), gpu_of_process=_literal(
+            rules.GPU_OF_PROCESS), no_gpu=_literal(rules.NO_GPU),
+        up=_literal(AGENTSCOPE_COLLECTOR_UP), gpu_source=_literal(SOURCE_GPU_NVIDIA))
+
+
+def _section_counters(con: Connection, query: str, out: Path) -> dict:
+    """{trace_id: {metric: {section number: mean or None}}} of a :func:`counters_query`."""
+    con.to_file(query, "TabSeparated", out, _OUTPUT)
+    means: dict = {}
+    with open(out, encoding="utf-8") as f:
+        for line in f:
+            trace, sec, metric, mean = line.rstrip("\n").split("\t")
+            means.setdefault(trace, {}).setdefault(metric, {})[int(sec)] = \
+                None if mean == "\\N" else float(mean)
+    return means
+
+
+def _per_section(means: dict, n: int) -> dict:
+    """{metric: a tuple of ``n`` means (None where none)} from {metric: {section: mean}}."""
+    return {metric: tuple(got.get(k + 1) for k in range(n)) for metric, got in means.items()}
 
 
 # ---- writing (agentscope export clickhouse) -----------------------------------------------
