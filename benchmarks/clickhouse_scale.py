@@ -37,11 +37,52 @@ def cli(args: list, work: Path, tree: Path = REPO) -> tuple:
     return launched([sys.executable, "-m", "agentscope.cli", *args], work, tree)
 
 
-def walk_in_clickhouse(url: str, work: Path) -> tuple:
+def walk_in_clickhouse(url: str, work: Path, counters: bool = False) -> tuple:
     """(wall s, peak RSS MB) of a Python process that walks every trace of ``url`` in
-    ClickHouse and holds the paths."""
+    ClickHouse and holds the paths (``counters``: with the counters' means over each
+    section, joined there too)."""
     return launched([sys.executable, "-c", "import sys; from agentscope.store import clickhouse; "
-                     "paths = clickhouse.critical_paths(sys.argv[1]); assert paths", url], work)
+                     "from agentscope.analyzers.counters import METRICS; "
+                     "paths = clickhouse.critical_paths(sys.argv[1], "
+                     "counters=METRICS if sys.argv[2] == '1' else ()); assert paths",
+                     url, "1" if counters else "0"], work)
+
+
+# the counters a collector beside the agents samples (--samples): host CPU, pressure, run
+# queue, and a GPU's utilization
+SAMPLED = (("system.cpu.utilization", "host.cpu", None), ("system.pressure.cpu.some",
+           "host.pressure", None), ("system.cpu.run_queue", "host.cpu", None),
+           ("system.cpu.logical.count", "host.cpu", None),
+           ("hw.gpu.utilization", "gpu.nvidia", "0"))
+
+
+def write_samples(directory: Path, hz: float) -> int:
+    """A collector's samples over the time of the spans in ``directory`` (host "h", where
+    gen_traces.py puts them), ``hz`` times a second for each of :data:`SAMPLED`: samples
+    written."""
+    import json
+    import random
+
+    first, last = None, None
+    for path in directory.glob("spans-*.jsonl"):
+        with open(path, "rb") as f:
+            for line in f:
+                row = json.loads(line)
+                a, b = row["start_ns"], row["end_ns"]
+                first = a if first is None else min(first, a)
+                last = b if last is None else max(last, b)
+    rng = random.Random(7)
+    step = int(1e9 / hz)
+    n = 0
+    with open(directory / "samples-h-1-1-collector.jsonl", "w") as out:
+        for ts in range(first - step, last + 2 * step, step):
+            for metric, source, device in SAMPLED:
+                value = 2.0 if metric.endswith("count") else round(rng.random(), 4)
+                out.write(json.dumps({"ts_ns": ts, "host": "h", "pid": None, "source": source,
+                                      "device": device, "metric": metric, "value": value})
+                          + "\n")
+                n += 1
+    return n
 
 
 def launched(command: list, work: Path, tree: Path = REPO) -> tuple:
@@ -62,6 +103,9 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="TREE",
                     help="another checkout (a git worktree) whose `analyze chdb://` runs too, "
                          "interleaved: the same spans, the same run")
+    ap.add_argument("--samples", type=float, default=0.0, metavar="HZ",
+                    help="also a collector's samples beside the spans, HZ a second for 5 "
+                         "counters, and the walk joins them in ClickHouse [0: none]")
     args = ap.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "agentscope")],
                    check=True, stdout=subprocess.DEVNULL)
@@ -74,6 +118,9 @@ def main() -> int:
             subprocess.run([sys.executable, "gen_traces.py", str(directory), "--tasks",
                             str(int(millions * 1e6 / 97))], cwd=HERE, check=True,
                            stdout=subprocess.DEVNULL)
+            if args.samples:
+                print(f"{write_samples(directory, args.samples):>10} samples "
+                      f"({args.samples:g} a second)")
             ch.mkdir()
             url = f"chdb://{ch}?table=otel_traces"
             wall, rss = cli(["export", "clickhouse", str(directory), "--to", url, "--db",
@@ -93,11 +140,12 @@ def main() -> int:
                 if args.baseline:
                     got["baseline"].append(cli(["analyze", url, "-q"], work,
                                                Path(args.baseline).resolve()))
-                got["walk"].append(walk_in_clickhouse(url, work))
+                got["walk"].append(walk_in_clickhouse(url, work, bool(args.samples)))
             for name, label in (("duckdb", "analyze DIR (DuckDB)"),
                                 ("chdb", "analyze chdb://... (read, DuckDB)"),
                                 ("baseline", "  the same, --baseline's"),
-                                ("walk", "critical paths in ClickHouse")):
+                                ("walk", "critical paths in ClickHouse" + (
+                                    " + counters" if args.samples else ""))):
                 if not got[name]:
                     continue
                 walls = sorted(w for w, _ in got[name])
@@ -112,7 +160,7 @@ def main() -> int:
 
 
 def _count(directory: Path) -> int:
-    return sum(p.read_bytes().count(b"\n") for p in directory.glob("*.jsonl"))
+    return sum(p.read_bytes().count(b"\n") for p in directory.glob("spans-*.jsonl"))
 
 
 if __name__ == "__main__":

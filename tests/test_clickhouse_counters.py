@@ -65,6 +65,15 @@ def _in_clickhouse(url: str, **kw) -> dict:
     return out
 
 
+def _rows_in_clickhouse(url: str) -> list:
+    """The rows of the counter join's query itself: (trace, section, metric, mean text)."""
+    remote = clickhouse.parse(url)
+    with clickhouse._reading(remote) as (con, table):
+        query = clickhouse.counters_query(remote, METRICS, table, None,
+                                          clickhouse._bounds(con, remote, table))
+        return [tuple(line.split("\t")) for line in con.text(query, "TabSeparated").splitlines()]
+
+
 def _assert_same(got: dict, want: dict) -> None:
     assert set(got) == set(want)
     for key in want:
@@ -129,13 +138,17 @@ def _fleet(rng: random.Random, directory: Path) -> None:
             ts += every + rng.randrange(0, every // 3)
 
     for host in hosts:
+        # (node-a's collector starts 20 s late and stops 25 s early: its first and last
+        # tasks are outside every series)
+        t0 = T0 + (20_000_000_000 if host == "node-a" else 0)
+        t1 = end - (25_000_000_000 if host == "node-a" else 0)
         # two collector runs with a hole of more than MAX_HOLD_NS (60 s) between them
-        series(host, mn.SYSTEM_PRESSURE_CPU_SOME, T0 - 5_000_000_000, T0 + 30_000_000_000,
+        series(host, mn.SYSTEM_PRESSURE_CPU_SOME, t0 - 5_000_000_000, T0 + 30_000_000_000,
                700_000_000)
-        series(host, mn.SYSTEM_PRESSURE_CPU_SOME, T0 + 95_000_000_000, end, 700_000_000)
-        series(host, mn.SYSTEM_CPU_RUN_QUEUE, T0, end - 40_000_000_000, 1_100_000_000)
+        series(host, mn.SYSTEM_PRESSURE_CPU_SOME, T0 + 95_000_000_000, t1, 700_000_000)
+        series(host, mn.SYSTEM_CPU_RUN_QUEUE, t0, end - 40_000_000_000, 1_100_000_000)
         for pid in (100, 300):
-            series(host, mn.AGENTSCOPE_PYTHON_GIL_WAIT, T0, end, 900_000_000, pid=pid,
+            series(host, mn.AGENTSCOPE_PYTHON_GIL_WAIT, t0, t1, 900_000_000, pid=pid,
                    source="python")
     for device in ("0", "1"):
         series("gpu-1", mn.HW_GPU_UTILIZATION, T0, end, 500_000_000, device=device,
@@ -145,7 +158,7 @@ def _fleet(rng: random.Random, directory: Path) -> None:
     series("gpu-1", mn.PROCESS_GPU_MEMORY_USAGE, T0, T0 + 2_000_000_000, 1_000_000_000,
            pid=300, device="7", source="gpu.nvidia")  # a GPU with no utilization series
     for host in ("node-a",):  # its collector found no GPU
-        for ts in (T0 - 5_000_000_000, end):
+        for ts in (T0 + 15_000_000_000, end - 25_000_000_000):
             samples.append(dict(ts_ns=ts, host=host, pid=None, source="gpu.nvidia",
                                 device=None, metric=mn.AGENTSCOPE_COLLECTOR_UP, value=0.0))
     for ts in (T0, end):
@@ -172,6 +185,11 @@ def test_random_fleets_get_the_same_counters_in_clickhouse(tmp_path, seed):
     metrics = {m for means in want.values() for m in means}
     assert {mn.SYSTEM_PRESSURE_CPU_SOME, mn.SYSTEM_CPU_RUN_QUEUE, mn.AGENTSCOPE_PYTHON_GIL_WAIT,
             mn.HW_GPU_UTILIZATION, GPU_OF_PROCESS, NO_GPU} <= metrics
+    # one row a section and metric (a process's own GPUs replace the host's busiest)
+    rows = _rows_in_clickhouse(url)
+    assert len({row[:3] for row in rows}) == len(rows) > 0
+    # a host without a GPU: only its sections within its collector's time are marked
+    assert any(NO_GPU not in m and mn.SYSTEM_CPU_RUN_QUEUE not in m for m in want.values())
     # sections in the hole between two collector runs have the other series' means only
     assert any(mn.SYSTEM_CPU_RUN_QUEUE in m and mn.SYSTEM_PRESSURE_CPU_SOME not in m
                for m in want.values())

@@ -23,6 +23,9 @@
 -- trace, each shard's sections need the samples of their hosts: a samples table replicated
 -- to every shard (or a GLOBAL JOIN) keeps it shard-local (docs/clickhouse.md).
 --
+-- Each step is read once (ClickHouse repeats a WITH step at each place it is named): the walk
+-- runs once, and every section travels through one chain, its series joined in one array.
+--
 -- Rows: (trace_id, sec: the section's place in its trace's sections, 1-based, metric, mean).
 -- Filled by str.format: paths (critical_path.sql's query), owners (the span rows of the walk,
 -- with host and pid: path_spans.sql), samples (samples_of_agentscope_samples.sql's query),
@@ -34,18 +37,17 @@ sections AS (
     ARRAY JOIN p.sections AS s, arrayEnumerate(p.sections) AS sec
     WHERE s.1 IS NOT NULL AND s.3 > s.2
 ),
--- each section's host and pid: those of the row the store keeps of its span id
+-- each span's host and pid: those of the row the store keeps of its span id
 owners AS (
     SELECT trace_id, span_id,
         argMin((host, pid), (start_ns, end_ns, isNull(parent_span_id),
                              ifNull(parent_span_id, ''), kind)) AS who
     FROM ({owners})
-    WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM sections)
     GROUP BY trace_id, span_id
 ),
 placed AS (
     SELECT x.trace_id AS trace_id, x.sec AS sec, x.a AS a, x.b AS b,
-        o.who.1 AS host, ifNull(o.who.2, -1) AS pid
+        assumeNotNull(o.who.1) AS host, ifNull(o.who.2, -1) AS pid
     FROM sections AS x
     INNER JOIN owners AS o ON o.trace_id = x.trace_id AND o.span_id = x.span_id
     WHERE o.who.1 IS NOT NULL
@@ -75,59 +77,21 @@ series AS (
     WINDOW run AS (PARTITION BY host, metric, device, pid ORDER BY ts
                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
-keys AS (
-    SELECT host, metric, device, pid, min(ts) AS first_ts, max(ts) AS last_ts
-    FROM s GROUP BY host, metric, device, pid
-),
-covered AS (
-    SELECT x.trace_id AS trace_id, x.sec AS sec, x.a AS a, x.b AS b, k.host AS host,
-        k.metric AS metric, k.device AS device, k.pid AS pid,
-        greatest(x.a, k.first_ts) AS a2, least(x.b, k.last_ts) AS b2
-    FROM placed AS x INNER JOIN keys AS k ON k.host = x.host
-    WHERE least(x.b, k.last_ts) > greatest(x.a, k.first_ts)
-        AND (NOT has({per_process}, k.metric) OR k.pid = x.pid)
-),
-at_a AS (
-    SELECT c.*,
-        r.integral - if(r.held, r.value * (r.ts - c.a2), 0) AS ia,
-        r.described - if(r.held, r.ts - c.a2, 0) AS ca
-    FROM covered AS c
-    ASOF INNER JOIN series AS r
-        ON r.host = c.host AND r.metric = c.metric AND r.device = c.device
-            AND r.pid = c.pid AND c.a2 <= r.ts
-),
-at_b AS (
-    SELECT c.*,
-        r.integral - if(r.held, r.value * (r.ts - c.b2), 0) AS ib,
-        r.described - if(r.held, r.ts - c.b2, 0) AS cb
-    FROM at_a AS c
-    ASOF INNER JOIN series AS r
-        ON r.host = c.host AND r.metric = c.metric AND r.device = c.device
-            AND r.pid = c.pid AND c.b2 <= r.ts
-),
--- each series' mean over each section it describes enough of
-means AS (
-    SELECT trace_id, sec, host, metric, device, pid, (ib - ia) / (cb - ca) AS mean
-    FROM at_b
-    WHERE cb > ca AND (cb - ca) * 2 >= b - a
+-- the series of each host, as one array
+host_series AS (
+    SELECT host, groupArray((metric, device, pid, first_ts, last_ts)) AS ks
+    FROM (SELECT host, metric, device, pid, min(ts) AS first_ts, max(ts) AS last_ts
+          FROM s GROUP BY host, metric, device, pid)
+    GROUP BY host
 ),
 -- the GPUs each process holds memory on
-gpus_of AS (
-    SELECT DISTINCT assumeNotNull(host) AS host, assumeNotNull(pid) AS pid,
-        assumeNotNull(device) AS device
+gpus AS (
+    SELECT assumeNotNull(host) AS host, assumeNotNull(pid) AS pid,
+        groupUniqArray(assumeNotNull(device)) AS devices
     FROM read
     WHERE metric = {gpu_memory} AND pid IS NOT NULL AND device IS NOT NULL
         AND host IS NOT NULL
-),
-own_gpu AS (  -- sections of such a process: the highest mean of its GPUs (NULL: none)
-    SELECT x.trace_id AS trace_id, x.sec AS sec,
-        maxIfOrNull(m.mean, m.trace_id != '') AS mean
-    FROM placed AS x
-    INNER JOIN gpus_of AS g ON g.host = x.host AND g.pid = x.pid
-    LEFT JOIN (SELECT * FROM means WHERE metric = {gpu_util}) AS m
-        ON m.trace_id = x.trace_id AND m.sec = x.sec AND m.device = g.device
-    WHERE (SELECT count() FROM means WHERE metric = {gpu_util}) > 0
-    GROUP BY x.trace_id, x.sec
+    GROUP BY host, pid
 ),
 no_gpu_runs AS (
     SELECT assumeNotNull(host) AS host, min(ts_ns) AS first_ns, max(ts_ns) AS last_ns
@@ -136,16 +100,68 @@ no_gpu_runs AS (
     GROUP BY host
     HAVING countIf(metric = {up} AND source = {gpu_source} AND value IS NOT NULL) > 0
         AND maxIf(value, metric = {up} AND source = {gpu_source}) = 0
+),
+-- every section with each series of its host that it overlaps (a section with none keeps one
+-- row of no series, metric ''), its process's GPUs, and whether a run without a GPU holds it
+covered AS (
+    SELECT trace_id, sec, a, b, host, pid, devices, no_gpu, k.1 AS metric, k.2 AS device,
+        k.3 AS series_pid, greatest(a, k.4) AS a2, least(b, k.5) AS b2
+    FROM (
+        SELECT x.trace_id AS trace_id, x.sec AS sec, x.a AS a, x.b AS b, x.host AS host,
+            x.pid AS pid, g.devices AS devices,
+            r.host != '' AND x.a >= r.first_ns AND x.b <= r.last_ns AS no_gpu,
+            arrayFilter(k -> least(x.b, k.5) > greatest(x.a, k.4)
+                             AND (NOT has({per_process}, k.1) OR k.3 = x.pid),
+                        h.ks) AS overlapped
+        FROM placed AS x
+        LEFT JOIN host_series AS h ON h.host = x.host
+        LEFT JOIN gpus AS g ON g.host = x.host AND g.pid = x.pid
+        LEFT JOIN no_gpu_runs AS r ON r.host = x.host)
+    LEFT ARRAY JOIN overlapped AS k
+),
+at_a AS (
+    SELECT c.*,
+        r.integral - if(r.held, r.value * (r.ts - c.a2), 0) AS ia,
+        r.described - if(r.held, r.ts - c.a2, 0) AS ca
+    FROM covered AS c
+    ASOF LEFT JOIN series AS r
+        ON r.host = c.host AND r.metric = c.metric AND r.device = c.device
+            AND r.pid = c.series_pid AND c.a2 <= r.ts
+),
+at_b AS (
+    SELECT c.*,
+        r.integral - if(r.held, r.value * (r.ts - c.b2), 0) AS ib,
+        r.described - if(r.held, r.ts - c.b2, 0) AS cb
+    FROM at_a AS c
+    ASOF LEFT JOIN series AS r
+        ON r.host = c.host AND r.metric = c.metric AND r.device = c.device
+            AND r.pid = c.series_pid AND c.b2 <= r.ts
+),
+-- each series' mean over each section it describes enough of (NULL: not enough), and per
+-- metric the highest, and the highest of the section's process's own GPUs
+per_metric AS (
+    SELECT trace_id, sec, metric, any(devices) AS gpus_held, any(no_gpu) AS in_no_gpu_run,
+        maxIfOrNull((ib - ia) / (cb - ca), described) AS mean,
+        maxIfOrNull((ib - ia) / (cb - ca), described AND has(devices, device)) AS own
+    FROM (SELECT *, metric != '' AND cb > ca AND (cb - ca) * 2 >= b - a AS described
+          FROM at_b)
+    GROUP BY trace_id, sec, metric
+),
+per_section AS (
+    SELECT trace_id, sec, any(gpus_held) AS devices, any(in_no_gpu_run) AS no_gpu,
+        arrayFilter(m -> m.2 IS NOT NULL, groupArray(
+            CAST((metric, mean), 'Tuple(String, Nullable(Float64))'))) AS got,
+        maxIfOrNull(own, metric = {gpu_util}) AS own_gpu,
+        countIf(metric = {gpu_util} AND mean IS NOT NULL) > 0 AS had_gpu
+    FROM per_metric
+    GROUP BY trace_id, sec
 )
-SELECT trace_id, sec, metric, max(mean) AS mean
-FROM means
-WHERE NOT (metric = {gpu_util} AND (trace_id, sec) IN (SELECT trace_id, sec FROM own_gpu))
-GROUP BY trace_id, sec, metric
-UNION ALL
-SELECT trace_id, sec, {gpu_util}, mean FROM own_gpu
-UNION ALL
-SELECT trace_id, sec, {gpu_of_process}, 1. FROM own_gpu
-UNION ALL
-SELECT x.trace_id, x.sec, {no_gpu}, 1.
-FROM placed AS x INNER JOIN no_gpu_runs AS r ON r.host = x.host
-WHERE x.a >= r.first_ns AND x.b <= r.last_ns
+SELECT trace_id, sec, m.1 AS metric, m.2 AS mean
+FROM (SELECT *, notEmpty(devices) AND max(had_gpu) OVER () AS gpu_of_process
+      FROM per_section)
+ARRAY JOIN arrayConcat(
+    arrayFilter(m -> NOT (gpu_of_process AND m.1 = {gpu_util}), got),
+    if(gpu_of_process,
+       [CAST(({gpu_util}, own_gpu), 'Tuple(String, Nullable(Float64))'),
+        CAST(({gpu_of_process}, 1.), 'Tuple(String, Nullable(Float64))')], []),
+    if(no_gpu, [CAST(({no_gpu}, 1.), 'Tuple(String, Nullable(Float64))')], [])) AS m
