@@ -9,9 +9,13 @@ price of reading them from ClickHouse; the issue's target (chdb at least as fast
 5M spans, below 1.5 GB at 20M) waits for the whole analysis inside ClickHouse. Beside them,
 the part that runs in ClickHouse today: every trace's critical path walked there
 (`clickhouse.critical_paths`, store/sql/clickhouse/critical_path.sql), from the start of a
-Python process to its per-trace rows in Python.
+Python process to its per-trace rows in Python. With ``--samples HZ`` a collector's samples
+lie beside the spans (in the directory and in a samples table), every CLI reads them, and the
+walk runs a second time with the counters' means over each section joined in ClickHouse too
+(section_counters.sql): the walk alone is that row's baseline.
 
     python benchmarks/clickhouse_scale.py --millions 1 --runs 3 [--baseline ../other-tree]
+    python benchmarks/clickhouse_scale.py --millions 1 --runs 3 --samples 1
 """
 
 from __future__ import annotations
@@ -129,7 +133,7 @@ def main() -> int:
             spans = _count(directory)
             print(f"{spans:>10} {'export clickhouse (files to chdb)':<34} {wall:>9.2f} "
                   f"{'':>22} {rss:>9.0f}")
-            got: dict = {"duckdb": [], "chdb": [], "walk": [], "baseline": []}
+            got: dict = {"duckdb": [], "chdb": [], "walk": [], "counters": [], "baseline": []}
             for _ in range(args.runs):
                 db = work / "run.duckdb"
                 for p in (db, Path(str(db) + ".wal")):
@@ -140,12 +144,14 @@ def main() -> int:
                 if args.baseline:
                     got["baseline"].append(cli(["analyze", url, "-q"], work,
                                                Path(args.baseline).resolve()))
-                got["walk"].append(walk_in_clickhouse(url, work, bool(args.samples)))
+                got["walk"].append(walk_in_clickhouse(url, work))
+                if args.samples:
+                    got["counters"].append(walk_in_clickhouse(url, work, counters=True))
             for name, label in (("duckdb", "analyze DIR (DuckDB)"),
                                 ("chdb", "analyze chdb://... (read, DuckDB)"),
                                 ("baseline", "  the same, --baseline's"),
-                                ("walk", "critical paths in ClickHouse" + (
-                                    " + counters" if args.samples else ""))):
+                                ("walk", "critical paths in ClickHouse"),
+                                ("counters", "  the same + the counter join")):
                 if not got[name]:
                     continue
                 walls = sorted(w for w, _ in got[name])

@@ -66,12 +66,15 @@ def _in_clickhouse(url: str, **kw) -> dict:
 
 
 def _rows_in_clickhouse(url: str) -> list:
-    """The rows of the counter join's query itself: (trace, section, metric, mean text)."""
+    """What the counter join's query itself gives: (trace, section, metric, mean) of every
+    mean of every trace's row."""
     remote = clickhouse.parse(url)
     with clickhouse._reading(remote) as (con, table):
         query = clickhouse.counters_query(remote, METRICS, table, None,
                                           clickhouse._bounds(con, remote, table))
-        return [tuple(line.split("\t")) for line in con.text(query, "TabSeparated").splitlines()]
+        rows = [json.loads(line) for line in con.text(query, "JSONEachRow").splitlines()]
+    return [(row["trace_id"], sec, metric, mean) for row in rows
+            for metric, secs, means in row["counters"] for sec, mean in zip(secs, means)]
 
 
 def _assert_same(got: dict, want: dict) -> None:
@@ -204,3 +207,30 @@ def test_without_a_samples_table_paths_have_no_counters(tmp_path):
     paths = clickhouse.critical_paths(url + "&samples=none_here", counters=METRICS)
     assert paths and all(p.counters == {} for p in paths.values())
     assert all(p.counters is None for p in clickhouse.critical_paths(url).values())
+
+
+def test_paths_walked_with_their_counters_are_the_paths_walked_alone(tmp_path):
+    """The counter join carries each path's row through it (the walk runs once): random
+    trees with gaps, orphans, repeated ids and parent cycles (traces without a section) walk
+    the same with counters as without."""
+    from .test_clickhouse_paths import _random_rows, _table
+
+    rows = _random_rows(random.Random(5), 120, 30)
+    _table(tmp_path / "ch", rows)
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{tmp_path / 'ch'}"))
+    try:
+        con.query(clickhouse._sql("agentscope_samples.sql").format(
+            table="`default`.`agentscope_samples`"))
+        first = min(start for _, _, _, start, _, _ in rows)
+        con.query("INSERT INTO `default`.`agentscope_samples` VALUES " + ", ".join(
+            f"(fromUnixTimestamp64Nano(toInt64({first + k * 10**9})), 'h', NULL, 'host.cpu', "
+            f"NULL, 'system.pressure.cpu.some', 0.5)" for k in range(3)))
+    finally:
+        con.close()
+    url = f"chdb://{tmp_path / 'ch'}"
+    alone = clickhouse.critical_paths(url)
+    joined = clickhouse.critical_paths(url, counters=METRICS)
+    assert set(joined) == set(alone) and any(not p.sections for p in alone.values())
+    for trace, path in alone.items():
+        assert joined[trace][:6] == path[:6], trace
+        assert joined[trace].counters == {}  # (no span names host h)

@@ -503,21 +503,19 @@ def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS,
             for k in range(parts):
                 part = (k, parts) if parts > 1 else None
                 out = Path(tmp) / f"paths-{k}.jsonl"
-                con.to_file(path_query(remote, table, part), "JSONEachRow", out, _OUTPUT)
-                means: dict = {}
-                if bounds is not None:
-                    means = _section_counters(con, counters_query(
-                        remote, counters, table, part, bounds), Path(tmp) / f"means-{k}.tsv")
+                query = counters_query(remote, counters, table, part, bounds) \
+                    if bounds is not None else \
+                    f"SELECT * EXCEPT (section_owners) FROM ({path_query(remote, table, part)})"
+                con.to_file(query, "JSONEachRow", out, _OUTPUT)
                 with open(out, encoding="utf-8") as f:
                     for line in f:
                         row = json.loads(line)
                         sections = tuple((s, int(a), int(b)) for s, a, b in row["sections"])
-                        trace = row["trace_id"]
-                        paths[trace] = TracePath(
+                        paths[row["trace_id"]] = TracePath(
                             sections, int(row["path_start"]), int(row["path_end"]),
                             tuple(row["root_ids"]), int(row["off_path"]),
                             int(row["duplicates"]),
-                            _per_section(means.get(trace, {}), len(sections))
+                            _per_section(row.get("counters", ()), len(sections))
                             if counters else None)
     return paths
 
@@ -534,10 +532,10 @@ def _bounds(con: Connection, remote: Remote, table: str) -> "tuple | None":
 
 def counters_query(remote: Remote, metrics: Any, table: "str | None" = None,
                    part: "tuple | None" = None, bounds: "tuple | None" = None) -> str:
-    """The SELECT of the means of ``metrics`` over every critical-path section of
-    ``remote``'s window (section_counters.sql: rows of trace id, section number from 1,
-    metric, mean), from the samples table over ``bounds`` (first and last span start, as
-    the window's read takes them)."""
+    """The SELECT of every trace's critical path in ``remote``'s window (:func:`path_query`'s
+    columns) with the means of ``metrics`` over each of its sections (section_counters.sql:
+    ``counters``, per metric its name, section numbers from 1 and means), from the samples table
+    over ``bounds`` (first and last span start, as the window's read takes them)."""
     from ..analyzers import counters as rules  # (the names of its rules' outputs)
     from ..metric_names import (AGENTSCOPE_COLLECTOR_UP, PROCESS_GPU_MEMORY_USAGE,
                                 SOURCE_GPU_NVIDIA)
@@ -545,13 +543,11 @@ def counters_query(remote: Remote, metrics: Any, table: "str | None" = None,
     def array(names: Any) -> str:
         return "[" + ", ".join(_literal(x) for x in names) + "]::Array(String)"
 
-    owners = _sql("path_spans.sql").format(spans=spans_query(remote, table, part),
-                                           min_epoch_ns=MIN_EPOCH_NS, max_epoch_ns=MAX_EPOCH_NS)
     first, last = bounds if bounds is not None else (0, 0)
     samples = _sql("samples_of_agentscope_samples.sql").format(
         table=remote.quoted(remote.samples), since_ns=first, until_ns=last)
     return _sql("section_counters.sql").format(
-        paths=path_query(remote, table, part), owners=owners, samples=samples,
+        paths=path_query(remote, table, part), samples=samples,
         metrics=array(metrics), per_process=array(rules.PER_PROCESS),
         max_hold=int(rules.MAX_HOLD_NS), gpu_util=_literal(rules.GPU_UTIL),
         gpu_memory=_literal(PROCESS_GPU_MEMORY_USAGE), gpu_of_process=_literal(
@@ -559,21 +555,16 @@ def counters_query(remote: Remote, metrics: Any, table: "str | None" = None,
         up=_literal(AGENTSCOPE_COLLECTOR_UP), gpu_source=_literal(SOURCE_GPU_NVIDIA))
 
 
-def _section_counters(con: Connection, query: str, out: Path) -> dict:
-    """{trace_id: {metric: {section number: mean or None}}} of a :func:`counters_query`."""
-    con.to_file(query, "TabSeparated", out, _OUTPUT)
-    means: dict = {}
-    with open(out, encoding="utf-8") as f:
-        for line in f:
-            trace, sec, metric, mean = line.rstrip("\n").split("\t")
-            means.setdefault(trace, {}).setdefault(metric, {})[int(sec)] = \
-                None if mean == "\\N" else float(mean)
-    return means
-
-
-def _per_section(means: dict, n: int) -> dict:
-    """{metric: a tuple of ``n`` means (None where none)} from {metric: {section: mean}}."""
-    return {metric: tuple(got.get(k + 1) for k in range(n)) for metric, got in means.items()}
+def _per_section(means: Any, n: int) -> dict:
+    """{metric: a tuple of ``n`` means (None where none)} from (metric, section numbers from
+    1, their means) triples."""
+    out: dict = {}
+    for metric, secs, values in means:
+        got = [None] * n
+        for sec, mean in zip(secs, values):
+            got[sec - 1] = None if mean is None else float(mean)
+        out[metric] = tuple(got)
+    return out
 
 
 # ---- writing (agentscope export clickhouse) -----------------------------------------------

@@ -24,7 +24,8 @@
 -- end), whose own time is a gap (span_id NULL); a trace of one root has V with no time.
 --
 -- Rows: ids, times and kinds of the spans of the subquery filled in below (trace_id, span_id,
--- parent_span_id, kind, start_ns, end_ns); a span id seen twice in a trace is kept once (the
+-- parent_span_id, kind, start_ns, end_ns, and host and pid, which each section's span gives
+-- section_owners for the counter join); a span id seen twice in a trace is kept once (the
 -- earliest start, then end, parent and kind). In each trace's arrays (1-based, as ClickHouse
 -- counts), span i is the i-th by (start, span_id), the store's row order; V is n + 1.
 -- A span whose parent is not in the trace (an orphan) is adopted by the innermost true root
@@ -33,13 +34,16 @@
 WITH
 trace_rows AS (
     SELECT trace_id, length(rows) - length(firsts) AS duplicates,
-        -- (start, span_id, end no earlier than start, parent id, kind), in row order
-        arraySort(arrayMap(x -> (x.2, x.1, greatest(x.3, x.2), x.7, x.6), firsts)) AS r
+        -- (start, span_id, end no earlier than start, parent id, kind, host, pid), in row
+        -- order
+        arraySort(arrayMap(x -> (x.2, x.1, greatest(x.3, x.2), x.7, x.6, x.8, x.9),
+                           firsts)) AS r
     FROM (
         SELECT trace_id,
             -- the trace's rows by span id, each id's first the one the store keeps
             arraySort(groupArray((span_id, start_ns, end_ns, isNull(parent_span_id),
-                                  ifNull(parent_span_id, ''), kind, parent_span_id))) AS rows,
+                                  ifNull(parent_span_id, ''), kind, parent_span_id, host,
+                                  pid))) AS rows,
             arrayMap(x -> x.1, rows) AS row_ids,
             arrayFilter((x, before) -> x.1 != before, rows,
                         arraySlice(arrayPushFront(row_ids, ''), 1, length(rows))) AS firsts
@@ -52,6 +56,7 @@ columns AS (
         arrayMap(x -> x.3, r) AS en, arrayMap(x -> x.4, r) AS parent_ids,
         arrayMap(x -> x.5 = 'producer', r) AS producer,
         arrayMap(x -> x.5 = 'consumer', r) AS consumer,
+        arrayMap(x -> (x.6, x.7), r) AS owners,
         -- rows by id (the merge in sorted finds each parent among them)
         arraySort(i -> ids[i], range(1, n + 1)) AS by_id
     FROM trace_rows
@@ -233,6 +238,9 @@ merged AS (
 SELECT trace_id,
     arrayFilter((x, b) -> b, arrayMap((x, e) -> (if(x.1 = V, NULL, ids[x.1]), x.2, e),
                                       raw, ends_at), begins) AS sections,
+    -- each section's span's host and pid (the counter join places it by them)
+    arrayFilter((x, b) -> b, arrayMap(x -> if(x.1 = V, (NULL, NULL), owners[x.1]), raw),
+                begins) AS section_owners,
     if(length(roots) > 0, st1[V], 0) AS path_start,
     if(length(roots) > 0, en1[V], 0) AS path_end,
     arrayMap(i -> ids[i], roots) AS root_ids,

@@ -24,33 +24,27 @@
 -- to every shard (or a GLOBAL JOIN) keeps it shard-local (docs/clickhouse.md).
 --
 -- Each step is read once (ClickHouse repeats a WITH step at each place it is named): the walk
--- runs once, and every section travels through one chain, its series joined in one array.
+-- runs once, and every section travels through one chain, its host's series in one array,
+-- keyed by numbers (trace_no: the path's row number in this query; sec); the trace id and
+-- the path's other columns ride on each trace's first section only.
 --
--- Rows: (trace_id, sec: the section's place in its trace's sections, 1-based, metric, mean).
--- Filled by str.format: paths (critical_path.sql's query), owners (the span rows of the walk,
--- with host and pid: path_spans.sql), samples (samples_of_agentscope_samples.sql's query),
--- metrics, per_process (ClickHouse arrays of strings), max_hold, and the quoted names above.
+-- Rows: one a trace, critical_path.sql's columns and `counters`: per metric, (the metric, the
+-- numbers from 1 of the sections it has a mean over, those means) (the path's row carried
+-- along, so that the walk runs once).
+-- Filled by str.format: paths (critical_path.sql's query), samples
+-- (samples_of_agentscope_samples.sql's query), metrics, per_process (ClickHouse arrays of
+-- strings), max_hold, and the quoted names above.
 WITH
-sections AS (
-    SELECT trace_id, sec, s.1 AS span_id, s.2 AS a, s.3 AS b
-    FROM ({paths}) AS p
-    ARRAY JOIN p.sections AS s, arrayEnumerate(p.sections) AS sec
-    WHERE s.1 IS NOT NULL AND s.3 > s.2
-),
--- each span's host and pid: those of the row the store keeps of its span id
-owners AS (
-    SELECT trace_id, span_id,
-        argMin((host, pid), (start_ns, end_ns, isNull(parent_span_id),
-                             ifNull(parent_span_id, ''), kind)) AS who
-    FROM ({owners})
-    GROUP BY trace_id, span_id
-),
+-- every section of every path (a trace without one: one row of section 0), placed on its
+-- span's host and pid (the walk's section_owners: a gap, or a span that named no host, has
+-- no host, so no counter); the path's columns on its first row
 placed AS (
-    SELECT x.trace_id AS trace_id, x.sec AS sec, x.a AS a, x.b AS b,
-        assumeNotNull(o.who.1) AS host, ifNull(o.who.2, -1) AS pid
-    FROM sections AS x
-    INNER JOIN owners AS o ON o.trace_id = x.trace_id AND o.span_id = x.span_id
-    WHERE o.who.1 IS NOT NULL
+    SELECT trace_no, if(empty(p.sections), 0, sec) AS sec, s.1 AS span_id, s.2 AS a,
+        s.3 AS b, o.1 AS host, ifNull(o.2, -1) AS pid,
+        if(sec <= 1, (trace_id, path_start, path_end, root_ids, off_path, duplicates),
+           ('', 0, 0, [], 0, 0)) AS path
+    FROM (SELECT *, rowNumberInAllBlocks() AS trace_no FROM ({paths})) AS p
+    LEFT ARRAY JOIN p.sections AS s, p.section_owners AS o, arrayEnumerate(p.sections) AS sec
 ),
 read AS (
     SELECT * FROM ({samples})
@@ -104,11 +98,11 @@ no_gpu_runs AS (
 -- every section with each series of its host that it overlaps (a section with none keeps one
 -- row of no series, metric ''), its process's GPUs, and whether a run without a GPU holds it
 covered AS (
-    SELECT trace_id, sec, a, b, host, pid, devices, no_gpu, k.1 AS metric, k.2 AS device,
-        k.3 AS series_pid, greatest(a, k.4) AS a2, least(b, k.5) AS b2
+    SELECT trace_no, sec, span_id, a, b, path, host, devices, no_gpu, k.1 AS metric,
+        k.2 AS device, k.3 AS series_pid, greatest(a, k.4) AS a2, least(b, k.5) AS b2
     FROM (
-        SELECT x.trace_id AS trace_id, x.sec AS sec, x.a AS a, x.b AS b, x.host AS host,
-            x.pid AS pid, g.devices AS devices,
+        SELECT x.trace_no AS trace_no, x.sec AS sec, x.span_id AS span_id, x.a AS a,
+            x.b AS b, x.path AS path, ifNull(x.host, '') AS host, g.devices AS devices,
             r.host != '' AND x.a >= r.first_ns AND x.b <= r.last_ns AS no_gpu,
             arrayFilter(k -> least(x.b, k.5) > greatest(x.a, k.4)
                              AND (NOT has({per_process}, k.1) OR k.3 = x.pid),
@@ -137,31 +131,52 @@ at_b AS (
         ON r.host = c.host AND r.metric = c.metric AND r.device = c.device
             AND r.pid = c.series_pid AND c.b2 <= r.ts
 ),
--- each series' mean over each section it describes enough of (NULL: not enough), and per
--- metric the highest, and the highest of the section's process's own GPUs
-per_metric AS (
-    SELECT trace_id, sec, metric, any(devices) AS gpus_held, any(no_gpu) AS in_no_gpu_run,
-        maxIfOrNull((ib - ia) / (cb - ca), described) AS mean,
-        maxIfOrNull((ib - ia) / (cb - ca), described AND has(devices, device)) AS own
-    FROM (SELECT *, metric != '' AND cb > ca AND (cb - ca) * 2 >= b - a AS described
-          FROM at_b)
-    GROUP BY trace_id, sec, metric
-),
+-- per section: each series' mean over it where it describes enough of it
 per_section AS (
-    SELECT trace_id, sec, any(gpus_held) AS devices, any(in_no_gpu_run) AS no_gpu,
-        arrayFilter(m -> m.2 IS NOT NULL, groupArray(
-            CAST((metric, mean), 'Tuple(String, Nullable(Float64))'))) AS got,
-        maxIfOrNull(own, metric = {gpu_util}) AS own_gpu,
-        countIf(metric = {gpu_util} AND mean IS NOT NULL) > 0 AS had_gpu
-    FROM per_metric
-    GROUP BY trace_id, sec
+    SELECT trace_no, sec, any(span_id) AS section_span, any(a) AS section_a,
+        any(b) AS section_b, argMax(path, path.1) AS trace_path,
+        any(devices) AS process_gpus, any(no_gpu) AS without_gpu,
+        groupArrayIf((metric, device, mean), ok) AS series_means
+    FROM (SELECT *, metric != '' AND cb > ca AND (cb - ca) * 2 >= b - a AS ok,
+              (ib - ia) / (cb - ca) AS mean
+          FROM at_b)
+    GROUP BY trace_no, sec
+),
+-- per metric the highest mean; of GPU utilization also the highest of the process's GPUs
+judged AS (
+    SELECT *,
+        arrayMap(m -> CAST((m, arrayMax(arrayMap(x -> x.3, arrayFilter(x -> x.1 = m,
+                                                                    series_means)))),
+                           'Tuple(String, Nullable(Float64))'),
+                 arrayDistinct(arrayMap(x -> x.1, series_means))) AS got,
+        arrayMap(x -> x.3, arrayFilter(x -> x.1 = {gpu_util} AND has(process_gpus, x.2),
+                                       series_means)) AS own,
+        if(empty(own), NULL, arrayMax(own)) AS own_gpu,
+        has(arrayMap(x -> x.1, series_means), {gpu_util}) AS had_gpu
+    FROM per_section
 )
-SELECT trace_id, sec, m.1 AS metric, m.2 AS mean
-FROM (SELECT *, notEmpty(devices) AND max(had_gpu) OVER () AS gpu_of_process
-      FROM per_section)
-ARRAY JOIN arrayConcat(
-    arrayFilter(m -> NOT (gpu_of_process AND m.1 = {gpu_util}), got),
-    if(gpu_of_process,
-       [CAST(({gpu_util}, own_gpu), 'Tuple(String, Nullable(Float64))'),
-        CAST(({gpu_of_process}, 1.), 'Tuple(String, Nullable(Float64))')], []),
-    if(no_gpu, [CAST(({no_gpu}, 1.), 'Tuple(String, Nullable(Float64))')], [])) AS m
+-- per trace: its path (the columns of critical_path.sql) and, per metric, the numbers of the
+-- sections it has a mean over and those means (the name once, not once a mean)
+SELECT trace_id, sections, path_start, path_end, root_ids, off_path, duplicates, counters
+FROM (
+    SELECT trace_no,
+        argMax(trace_path, trace_path.1) AS first, first.1 AS trace_id, first.2 AS path_start,
+        first.3 AS path_end, first.4 AS root_ids, first.5 AS off_path, first.6 AS duplicates,
+        arrayMap(x -> x.2, arraySort(x -> x.1, groupArrayIf(
+            (sec, (section_span, section_a, section_b)), sec > 0))) AS sections,
+        arrayFlatten(groupArray(arrayMap(m -> (sec, m.1, m.2), means))) AS triples,
+        arrayMap(g -> (g.1, arrayMap(x -> x.1, g.2), arrayMap(x -> x.3, g.2)),
+                 arrayMap(m -> (m, arrayFilter(x -> x.2 = m, triples)),
+                          arrayDistinct(arrayMap(x -> x.2, triples)))) AS counters
+    FROM (
+        SELECT trace_no, sec, section_span, section_a, section_b, trace_path, arrayConcat(
+            arrayFilter(m -> NOT (gpu_of_process AND m.1 = {gpu_util}), got),
+            if(gpu_of_process,
+               [CAST(({gpu_util}, own_gpu), 'Tuple(String, Nullable(Float64))'),
+                CAST(({gpu_of_process}, 1.), 'Tuple(String, Nullable(Float64))')], []),
+            if(without_gpu, [CAST(({no_gpu}, 1.), 'Tuple(String, Nullable(Float64))')],
+               [])) AS means
+        FROM (SELECT *, notEmpty(process_gpus) AND max(had_gpu) OVER () AS gpu_of_process
+              FROM judged))
+    GROUP BY trace_no
+)
