@@ -41,15 +41,16 @@ def cli(args: list, work: Path, tree: Path = REPO) -> tuple:
     return launched([sys.executable, "-m", "agentscope.cli", *args], work, tree)
 
 
-def walk_in_clickhouse(url: str, work: Path, counters: bool = False) -> tuple:
+def walk_in_clickhouse(url: str, work: Path, counters: bool = False,
+                       tree: Path = REPO) -> tuple:
     """(wall s, peak RSS MB) of a Python process that walks every trace of ``url`` in
     ClickHouse and holds the paths (``counters``: with the counters' means over each
     section, joined there too)."""
+    join = ", counters=METRICS" if counters else ""  # (a baseline may predate the join)
     return launched([sys.executable, "-c", "import sys; from agentscope.store import clickhouse; "
                      "from agentscope.analyzers.counters import METRICS; "
-                     "paths = clickhouse.critical_paths(sys.argv[1], "
-                     "counters=METRICS if sys.argv[2] == '1' else ()); assert paths",
-                     url, "1" if counters else "0"], work)
+                     f"paths = clickhouse.critical_paths(sys.argv[1]{join}); assert paths",
+                     url], work, tree)
 
 
 # the counters a collector beside the agents samples (--samples): host CPU, pressure, run
@@ -133,7 +134,8 @@ def main() -> int:
             spans = _count(directory)
             print(f"{spans:>10} {'export clickhouse (files to chdb)':<34} {wall:>9.2f} "
                   f"{'':>22} {rss:>9.0f}")
-            got: dict = {"duckdb": [], "chdb": [], "walk": [], "counters": [], "baseline": []}
+            got: dict = {"duckdb": [], "chdb": [], "walk": [], "counters": [], "baseline": [],
+                         "baseline walk": []}
             for _ in range(args.runs):
                 db = work / "run.duckdb"
                 for p in (db, Path(str(db) + ".wal")):
@@ -145,12 +147,16 @@ def main() -> int:
                     got["baseline"].append(cli(["analyze", url, "-q"], work,
                                                Path(args.baseline).resolve()))
                 got["walk"].append(walk_in_clickhouse(url, work))
+                if args.baseline:
+                    got["baseline walk"].append(walk_in_clickhouse(
+                        url, work, tree=Path(args.baseline).resolve()))
                 if args.samples:
                     got["counters"].append(walk_in_clickhouse(url, work, counters=True))
             for name, label in (("duckdb", "analyze DIR (DuckDB)"),
                                 ("chdb", "analyze chdb://... (read, DuckDB)"),
                                 ("baseline", "  the same, --baseline's"),
                                 ("walk", "critical paths in ClickHouse"),
+                                ("baseline walk", "  the same, --baseline's"),
                                 ("counters", "  the same + the counter join")):
                 if not got[name]:
                     continue

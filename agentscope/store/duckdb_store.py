@@ -491,8 +491,12 @@ class Store:
     def gpu_idle(self) -> list:
         """Per GPU, its busy and idle shares over the analysed tasks' time and what the critical
         paths did while it sat idle (store/sql/gpu_idle.sql; needs a saved analysis)."""
-        return [GpuIdle(*r) for r in self._x(sql("gpu_idle.sql"),
-                                             {"gpu_util": mn.HW_GPU_UTILIZATION})]
+        intervals, shares = sql("gpu_idle.sql").split(";\n\n")
+        try:
+            self.con.execute(intervals, {"gpu_util": mn.HW_GPU_UTILIZATION})
+            return [GpuIdle(*r) for r in self._x(shares)]
+        finally:
+            self.con.execute("DROP TABLE IF EXISTS gpu_intervals")
 
     def section_counter_means(self, hosts: Any, start: Any, end: Any,
                               metrics: Iterable[str], max_hold_ns: int) -> tuple:
