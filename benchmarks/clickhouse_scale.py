@@ -46,9 +46,9 @@ def walk_in_clickhouse(url: str, work: Path, counters: bool = False,
     """(wall s, peak RSS MB) of a Python process that walks every trace of ``url`` in
     ClickHouse and holds the paths (``counters``: with the counters' means over each
     section, joined there too)."""
-    join = ", counters=METRICS" if counters else ""  # (a baseline may predate the join)
+    join = ", counters=COUNTER_JOIN" if counters else ""  # (a baseline may predate the join)
     return launched([sys.executable, "-c", "import sys; from agentscope.store import clickhouse; "
-                     "from agentscope.analyzers.counters import METRICS; "
+                     "from agentscope.analyzers.counters import COUNTER_JOIN; "
                      f"paths = clickhouse.critical_paths(sys.argv[1]{join}); assert paths",
                      url], work, tree)
 

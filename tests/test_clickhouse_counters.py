@@ -1,5 +1,6 @@
 """The counter join inside ClickHouse (store/sql/clickhouse/section_counters.sql, through
-``clickhouse.critical_paths(..., counters=METRICS)``) against the analysis' own join
+``clickhouse.critical_paths(..., counters=COUNTER_JOIN)``) against the analysis' own
+join
 (analyzers/counters.section_means over the embedded store's counter series): the same
 sections on the same hosts and processes get the same means, on sample_traces/ and on random
 fleets with what the join treats apart (holes between collector runs, several series of a
@@ -19,7 +20,8 @@ import pytest
 
 import agentscope
 from agentscope import metric_names as mn
-from agentscope.analyzers.counters import GPU_OF_PROCESS, METRICS, NO_GPU, section_means
+from agentscope.analyzers.counters import (COUNTER_JOIN, GPU_OF_PROCESS, METRICS, NO_GPU,
+                                         section_means)
 from agentscope.exporters import clickhouse as clickhouse_out
 from agentscope.store import clickhouse
 
@@ -57,7 +59,7 @@ def _embedded(analysis) -> dict:
 
 def _in_clickhouse(url: str, **kw) -> dict:
     out: dict = {}
-    for trace, path in clickhouse.critical_paths(url, counters=METRICS, **kw).items():
+    for trace, path in clickhouse.critical_paths(url, counters=COUNTER_JOIN, **kw).items():
         for metric, values in (path.counters or {}).items():
             for k, v in enumerate(values):
                 if v is not None:
@@ -70,7 +72,7 @@ def _rows_in_clickhouse(url: str) -> list:
     mean of every trace's row."""
     remote = clickhouse.parse(url)
     with clickhouse._reading(remote) as (con, table):
-        query = clickhouse.counters_query(remote, METRICS, table, None,
+        query = clickhouse.counters_query(remote, COUNTER_JOIN, table, None,
                                           clickhouse._bounds(con, remote, table))
         rows = [json.loads(line) for line in con.text(query, "JSONEachRow").splitlines()]
     return [(row["trace_id"], sec, metric, mean) for row in rows
@@ -156,8 +158,9 @@ def _fleet(rng: random.Random, directory: Path) -> None:
     for device in ("0", "1"):
         series("gpu-1", mn.HW_GPU_UTILIZATION, T0, end, 500_000_000, device=device,
                source="gpu.nvidia")
-    series("gpu-1", mn.PROCESS_GPU_MEMORY_USAGE, T0, T0 + 2_000_000_000, 1_000_000_000,
-           pid=200, device="1", source="gpu.nvidia")
+    for device in ("0", "1"):  # (a process on two GPUs: the busier one's)
+        series("gpu-1", mn.PROCESS_GPU_MEMORY_USAGE, T0, T0 + 2_000_000_000, 1_000_000_000,
+               pid=200, device=device, source="gpu.nvidia")
     series("gpu-1", mn.PROCESS_GPU_MEMORY_USAGE, T0, T0 + 2_000_000_000, 1_000_000_000,
            pid=300, device="7", source="gpu.nvidia")  # a GPU with no utilization series
     for host in ("node-a",):  # its collector found no GPU
@@ -204,7 +207,7 @@ def test_without_a_samples_table_paths_have_no_counters(tmp_path):
     url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
     with agentscope.analyze(REPO / "sample_traces" / "io", db=":memory:") as direct:
         clickhouse_out.export(direct, url)
-    paths = clickhouse.critical_paths(url + "&samples=none_here", counters=METRICS)
+    paths = clickhouse.critical_paths(url + "&samples=none_here", counters=COUNTER_JOIN)
     assert paths and all(p.counters == {} for p in paths.values())
     assert all(p.counters is None for p in clickhouse.critical_paths(url).values())
 
@@ -229,8 +232,26 @@ def test_paths_walked_with_their_counters_are_the_paths_walked_alone(tmp_path):
         con.close()
     url = f"chdb://{tmp_path / 'ch'}"
     alone = clickhouse.critical_paths(url)
-    joined = clickhouse.critical_paths(url, counters=METRICS)
+    joined = clickhouse.critical_paths(url, counters=COUNTER_JOIN)
     assert set(joined) == set(alone) and any(not p.sections for p in alone.values())
     for trace, path in alone.items():
         assert joined[trace][:6] == path[:6], trace
         assert joined[trace].counters == {}  # (no span names host h)
+
+
+def test_a_host_without_a_gpu_and_no_counters_gets_no_mark(tmp_path):
+    """section_means gives nothing where no section is on a host with a series of the
+    metrics; a collector that found no GPU (and sampled nothing else the join reads) marks
+    nothing in ClickHouse either."""
+    rng = random.Random(3)
+    _fleet(rng, tmp_path / "fleet")
+    samples = tmp_path / "fleet" / "samples-fleet-1-1-collector.jsonl"
+    kept = [line for line in samples.read_text().splitlines()
+            if json.loads(line)["metric"] == mn.AGENTSCOPE_COLLECTOR_UP]
+    samples.write_text("\n".join(kept) + "\n")
+    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
+    with agentscope.analyze(tmp_path / "fleet", db=":memory:") as direct:
+        clickhouse_out.export(direct, url)
+    with agentscope.analyze(url) as read:
+        assert _embedded(read) == {}
+    assert _in_clickhouse(url) == {} and _rows_in_clickhouse(url) == []

@@ -200,6 +200,17 @@ def test_gpu_idle_and_what_the_critical_paths_did_meanwhile(tmp_path):
     assert "GPU busy 90%" in task.segments[1].evidence
     with Store(tmp_path / "db", read_only=True) as store:
         assert gpu_summary(store.gpu_idle()) == analysis.summary.gpu
+    # its intervals pass through a temporary table (gpu_idle.sql), dropped after, whether
+    # the query worked or failed, never a table of the user's of the same name
+    with Store(tmp_path / "db") as store:
+        store.con.execute("CREATE TABLE gpu_intervals AS SELECT 42 AS mine")
+        assert gpu_summary(store.gpu_idle()) == analysis.summary.gpu
+        store.con.execute("ALTER TABLE task_results RENAME TO gone")
+        with pytest.raises(Exception, match="task_results"):
+            store.gpu_idle()
+        assert store.con.execute("SELECT mine FROM main.gpu_intervals").fetchall() == [(42,)]
+        assert not store.con.execute("SELECT * FROM duckdb_tables() WHERE temporary").fetchall()
+        store.con.execute("ALTER TABLE gone RENAME TO task_results")
     from agentscope.exporters.table import markdown
 
     md = markdown(analysis)

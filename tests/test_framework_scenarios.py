@@ -252,11 +252,11 @@ def test_a_file_and_a_receiver_give_the_same_verdicts_and_the_right_ones(tmp_pat
     got = {}
     with keep_on_failure(name, out, live):
         _judged_alike(out, live, got)
-    assert got[out].keys() == got[live].keys()
-    for trace_id, (bottleneck, shares, path) in got[out].items():
-        other = got[live][trace_id]
-        assert (bottleneck, path) == (other[0], other[2])
-        assert all(abs(shares[c] - other[1][c]) < 1e-9 for c in shares)
+        assert got[out].keys() == got[live].keys()
+        for trace_id, (bottleneck, shares, path) in got[out].items():
+            other = got[live][trace_id]
+            assert (bottleneck, path) == (other[0], other[2])
+            assert all(abs(shares[c] - other[1][c]) < 1e-9 for c in shares)
 
 
 def _judged_alike(out: Path, live: Path, got: dict) -> None:

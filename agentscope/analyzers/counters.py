@@ -64,6 +64,10 @@ METRICS = (CORES, RUN_QUEUE, PSI_CPU, PSI_MEMORY, SWAP_IN, HOST_FAULTS, TREE_WAI
 # a sample holds its value back to the previous one of its series at most this long: a longer
 # stretch is a hole between collector runs (a folder of several days' recordings)
 MAX_HOLD_NS = 60_000_000_000
+# what the counter join inside ClickHouse needs of these rules
+# (store.clickhouse.critical_paths(URL, counters=COUNTER_JOIN): section_means in SQL)
+COUNTER_JOIN = {"metrics": METRICS, "per_process": PER_PROCESS, "max_hold_ns": MAX_HOLD_NS,
+                "gpu_util": GPU_UTIL, "gpu_of_process": GPU_OF_PROCESS, "no_gpu": NO_GPU}
 GIL_CONTENDED = 0.001  # s late per wake-up (mean): 5x the idle timer slack (0.2 ms here)
 GIL_WAITS = 4  # an agent's own time between steps no longer than this many GIL waits
 
@@ -94,7 +98,8 @@ def section_means(series: Any, hosts: Any, start: Any, end: Any, pids: Any = Non
     I(t) = I_k - v_k (ts_k - t) for the first sample k at or after t (``searchsorted``).
     A sample more than MAX_HOLD_NS after the previous one describes no time before it (a hole
     between collector runs); the mean is over the time described. Sections are clipped to the
-    series; one less than half described gets no value (absent, not zero). Several series of a metric on one host give their highest mean. The SQL
+    series; one less than half described gets no value (absent, not zero).
+    Several series of a metric on one host give their highest mean. The SQL
     version of the same join (store/sql/section_counters.sql, two ASOF joins) is the
     reference the tests check this against (analyzers/reference.py); this one is several
     times faster."""

@@ -467,8 +467,8 @@ class TracePath(NamedTuple):
     roots: tuple  # ids of the root spans walked
     off_path: int  # spans left off: outside their parent, not blocking, unreachable
     duplicates: int  # rows of a span id already seen
-    # with critical_paths(..., counters=METRICS): {metric: the mean over each section, None
-    # where none} as analyzers.counters.section_means gives it (section_counters.sql)
+    # with critical_paths(..., counters=COUNTER_JOIN): {metric: the mean over each section,
+    # None where none} as analyzers.counters.section_means gives it (section_counters.sql)
     counters: Any = None
 
 
@@ -487,11 +487,14 @@ def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS,
     back, through a file. A window of more than ``part_spans`` spans is walked in parts
     (traces split by the hash of their id: each part is what a shard would walk).
 
-    ``counters``: metric names (e.g. :data:`agentscope.analyzers.counters.METRICS`) whose
-    means over each section are joined in ClickHouse too (:func:`counters_query`): each
-    path's ``counters``, {metric: a mean per section, None where none}, is what
+    ``counters``: the rules of the counter join
+    (:data:`agentscope.analyzers.counters.COUNTER_JOIN`), to join the counters' means over
+    each section in ClickHouse too (:func:`counters_query`): each path's ``counters``,
+    {metric: a mean per section, None where none}, is what
     :func:`agentscope.analyzers.counters.section_means` gives of the same sections on their
-    spans' hosts and processes. Only the sections' means travel back, not the samples."""
+    spans' hosts and processes (decided per part where the window is walked in parts, as
+    the embedded analysis decides per batch: section_counters.sql). Only the sections'
+    means travel back, not the samples."""
     if isinstance(remote, str):
         remote = parse(remote)
     paths: dict = {}
@@ -520,9 +523,9 @@ def critical_paths(remote: "Remote | str", part_spans: int = PART_SPANS,
     return paths
 
 
-def _bounds(con: Connection, remote: Remote, table: str) -> "tuple | None":
-    """The first and last start of the spans of ``remote``'s window (None: no span): the
-    time over which their samples are read (samples_of_agentscope_samples.sql)."""
+def _bounds(con: Connection, remote: Remote, table: str) -> tuple:
+    """The first start and the last end of the spans of ``remote``'s window: the time over
+    which their samples are read (samples_of_agentscope_samples.sql)."""
     window, near = _window(remote)
     got = con.text(_sql("bounds_of_otel_traces.sql").format(table=table, window=window,
                                                              near=near), "TabSeparated")
@@ -530,15 +533,32 @@ def _bounds(con: Connection, remote: Remote, table: str) -> "tuple | None":
     return (first, last)
 
 
-def counters_query(remote: Remote, metrics: Any, table: "str | None" = None,
+class CounterJoin(NamedTuple):
+    """What the counter join needs of the analysis' rules, given as a mapping of these
+    fields (``agentscope.analyzers.counters.COUNTER_JOIN``): the metrics joined, those
+    joined per process, how long a sample holds its value back at most, the GPU utilization
+    metric, and the names of the two marks section_means adds."""
+
+    metrics: tuple
+    per_process: tuple
+    max_hold_ns: int
+    gpu_util: str
+    gpu_of_process: str
+    no_gpu: str
+
+
+def counters_query(remote: Remote, counters: Any, table: "str | None" = None,
                    part: "tuple | None" = None, bounds: "tuple | None" = None) -> str:
     """The SELECT of every trace's critical path in ``remote``'s window (:func:`path_query`'s
-    columns) with the means of ``metrics`` over each of its sections (section_counters.sql:
-    ``counters``, per metric its name, section numbers from 1 and means), from the samples table
-    over ``bounds`` (first and last span start, as the window's read takes them)."""
-    from ..analyzers import counters as rules  # (the names of its rules' outputs)
+    columns) with the means of the counters over each of its sections (section_counters.sql:
+    ``counters``, per metric its name, section numbers from 1 and means), by the rules
+    ``counters`` gives (a mapping of :class:`CounterJoin`'s fields), from the samples table
+    over ``bounds`` (the first start and the last end of the window's spans, as the
+    window's read takes them)."""
     from ..metric_names import (AGENTSCOPE_COLLECTOR_UP, PROCESS_GPU_MEMORY_USAGE,
                                 SOURCE_GPU_NVIDIA)
+
+    join = CounterJoin(**counters)
 
     def array(names: Any) -> str:
         return "[" + ", ".join(_literal(x) for x in names) + "]::Array(String)"
@@ -548,10 +568,10 @@ def counters_query(remote: Remote, metrics: Any, table: "str | None" = None,
         table=remote.quoted(remote.samples), since_ns=first, until_ns=last)
     return _sql("section_counters.sql").format(
         paths=path_query(remote, table, part), samples=samples,
-        metrics=array(metrics), per_process=array(rules.PER_PROCESS),
-        max_hold=int(rules.MAX_HOLD_NS), gpu_util=_literal(rules.GPU_UTIL),
-        gpu_memory=_literal(PROCESS_GPU_MEMORY_USAGE), gpu_of_process=_literal(
-            rules.GPU_OF_PROCESS), no_gpu=_literal(rules.NO_GPU),
+        metrics=array(join.metrics), per_process=array(join.per_process),
+        max_hold=int(join.max_hold_ns), gpu_util=_literal(join.gpu_util),
+        gpu_memory=_literal(PROCESS_GPU_MEMORY_USAGE),
+        gpu_of_process=_literal(join.gpu_of_process), no_gpu=_literal(join.no_gpu),
         up=_literal(AGENTSCOPE_COLLECTOR_UP), gpu_source=_literal(SOURCE_GPU_NVIDIA))
 
 

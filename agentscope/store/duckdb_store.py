@@ -496,7 +496,7 @@ class Store:
             self.con.execute(intervals, {"gpu_util": mn.HW_GPU_UTILIZATION})
             return [GpuIdle(*r) for r in self._x(shares)]
         finally:
-            self.con.execute("DROP TABLE IF EXISTS gpu_intervals")
+            self.con.execute("DROP TABLE IF EXISTS temp.gpu_intervals")  # (never a user's)
 
     def section_counter_means(self, hosts: Any, start: Any, end: Any,
                               metrics: Iterable[str], max_hold_ns: int) -> tuple:

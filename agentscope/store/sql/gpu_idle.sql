@@ -27,12 +27,12 @@ SELECT * FROM iv;
 WITH tot AS (
     SELECT host, device, sum(b - a) AS measured, sum((b - a) * value) AS busy_ns,
            sum(CASE WHEN value < 0.05 THEN b - a ELSE 0 END) AS idle_ns
-    FROM gpu_intervals GROUP BY ALL
+    FROM temp.gpu_intervals GROUP BY ALL
 ),
 ov AS (
     SELECT i.host, i.device, c.stage, c.class,
            sum(least(c.end_ns, i.b) - greatest(c.start_ns, i.a)) AS overlap
-    FROM gpu_intervals i JOIN cp_sections c ON c.start_ns < i.b AND c.end_ns > i.a
+    FROM temp.gpu_intervals i JOIN cp_sections c ON c.start_ns < i.b AND c.end_ns > i.a
     WHERE i.value < 0.05
     GROUP BY ALL
 )

@@ -15,7 +15,10 @@
 --   * a section of a host whose collector reported its NVIDIA GPU source ({gpu_source}) absent
 --     and never up ({up}), within the time of that host's samples, is marked {no_gpu} = 1
 --     (the samples read from ClickHouse are one run of the collector per host, as the
---     embedded store sees them once loaded).
+--     embedded store sees them once loaded), where some section is on a host with a series
+--     of the metrics (section_means gives nothing at all otherwise).
+-- Those two "where any section" conditions are decided per query: per part of a window
+-- walked in parts (per shard), as the embedded analysis decides them per batch of traces.
 -- What it is not: the fallback of the embedded analysis for a span that named no host (its
 -- sampled process tree's host) needs the process-tree join, which runs on the client.
 --
@@ -39,12 +42,12 @@ WITH
 -- span's host and pid (the walk's section_owners: a gap, or a span that named no host, has
 -- no host, so no counter); the path's columns on its first row
 placed AS (
-    SELECT trace_no, if(empty(p.sections), 0, sec) AS sec, s.1 AS span_id, s.2 AS a,
+    SELECT trace_no, if(empty(p.sections), 0, k) AS sec, s.1 AS span_id, s.2 AS a,
         s.3 AS b, o.1 AS host, ifNull(o.2, -1) AS pid,
-        if(sec <= 1, (trace_id, path_start, path_end, root_ids, off_path, duplicates),
+        if(k <= 1, (trace_id, path_start, path_end, root_ids, off_path, duplicates),
            ('', 0, 0, [], 0, 0)) AS path
     FROM (SELECT *, rowNumberInAllBlocks() AS trace_no FROM ({paths})) AS p
-    LEFT ARRAY JOIN p.sections AS s, p.section_owners AS o, arrayEnumerate(p.sections) AS sec
+    LEFT ARRAY JOIN p.sections AS s, p.section_owners AS o, arrayEnumerate(p.sections) AS k
 ),
 read AS (
     SELECT * FROM ({samples})
@@ -98,12 +101,14 @@ no_gpu_runs AS (
 -- every section with each series of its host that it overlaps (a section with none keeps one
 -- row of no series, metric ''), its process's GPUs, and whether a run without a GPU holds it
 covered AS (
-    SELECT trace_no, sec, span_id, a, b, path, host, devices, no_gpu, k.1 AS metric,
+    SELECT trace_no, sec, span_id, a, b, path, host, devices, no_gpu, host_sampled,
+        k.1 AS metric,
         k.2 AS device, k.3 AS series_pid, greatest(a, k.4) AS a2, least(b, k.5) AS b2
     FROM (
         SELECT x.trace_no AS trace_no, x.sec AS sec, x.span_id AS span_id, x.a AS a,
             x.b AS b, x.path AS path, ifNull(x.host, '') AS host, g.devices AS devices,
             r.host != '' AND x.a >= r.first_ns AND x.b <= r.last_ns AS no_gpu,
+            notEmpty(h.ks) AS host_sampled,
             arrayFilter(k -> least(x.b, k.5) > greatest(x.a, k.4)
                              AND (NOT has({per_process}, k.1) OR k.3 = x.pid),
                         h.ks) AS overlapped
@@ -135,7 +140,8 @@ at_b AS (
 per_section AS (
     SELECT trace_no, sec, any(span_id) AS section_span, any(a) AS section_a,
         any(b) AS section_b, argMax(path, path.1) AS trace_path,
-        any(devices) AS process_gpus, any(no_gpu) AS without_gpu,
+        any(devices) AS process_gpus, any(no_gpu) AS in_run_without_gpu,
+        any(host_sampled) AS on_sampled_host,
         groupArrayIf((metric, device, mean), ok) AS series_means
     FROM (SELECT *, metric != '' AND cb > ca AND (cb - ca) * 2 >= b - a AS ok,
               (ib - ia) / (cb - ca) AS mean
@@ -176,7 +182,8 @@ FROM (
                 CAST(({gpu_of_process}, 1.), 'Tuple(String, Nullable(Float64))')], []),
             if(without_gpu, [CAST(({no_gpu}, 1.), 'Tuple(String, Nullable(Float64))')],
                [])) AS means
-        FROM (SELECT *, notEmpty(process_gpus) AND max(had_gpu) OVER () AS gpu_of_process
+        FROM (SELECT *, notEmpty(process_gpus) AND max(had_gpu) OVER () AS gpu_of_process,
+                  in_run_without_gpu AND max(on_sampled_host) OVER () AS without_gpu
               FROM judged))
     GROUP BY trace_no
 )
