@@ -364,14 +364,9 @@ def read_into(remote: Remote, directory: Path) -> tuple:
         n_spans = _rows(spans, remote)
         n_samples = 0
         if n_spans and _exists(con, remote, remote.samples):
-            window, near = _window(remote)
-            first, last = (int(x) for x in con.text(_sql("bounds_of_otel_traces.sql").format(
-                table=table, window=window, near=near),
-                "TabSeparated").split())
             samples = directory / sample_file
-            con.to_file(_sql("samples_of_agentscope_samples.sql").format(
-                table=remote.quoted(remote.samples), since_ns=first, until_ns=last),
-                "Parquet", samples, settings)
+            con.to_file(_samples_query(remote, _bounds(con, remote, table)), "Parquet",
+                        samples, settings)
             n_samples = _rows(samples, remote)
         return n_spans, n_samples
 
@@ -533,6 +528,14 @@ def _bounds(con: Connection, remote: Remote, table: str) -> tuple:
     return (first, last)
 
 
+def _samples_query(remote: Remote, bounds: tuple) -> str:
+    """The SELECT of ``remote``'s samples over ``bounds`` (:func:`_bounds`) as the fields of
+    a sample file (samples_of_agentscope_samples.sql)."""
+    first, last = bounds
+    return _sql("samples_of_agentscope_samples.sql").format(
+        table=remote.quoted(remote.samples), since_ns=first, until_ns=last)
+
+
 class CounterJoin(NamedTuple):
     """What the counter join needs of the analysis' rules, given as a mapping of these
     fields (``agentscope.analyzers.counters.COUNTER_JOIN``): the metrics joined, those
@@ -547,14 +550,14 @@ class CounterJoin(NamedTuple):
     no_gpu: str
 
 
-def counters_query(remote: Remote, counters: Any, table: "str | None" = None,
-                   part: "tuple | None" = None, bounds: "tuple | None" = None) -> str:
+def counters_query(remote: Remote, counters: Any, table: "str | None", part: "tuple | None",
+                   bounds: tuple) -> str:
     """The SELECT of every trace's critical path in ``remote``'s window (:func:`path_query`'s
     columns) with the means of the counters over each of its sections (section_counters.sql:
     ``counters``, per metric its name, section numbers from 1 and means), by the rules
     ``counters`` gives (a mapping of :class:`CounterJoin`'s fields), from the samples table
-    over ``bounds`` (the first start and the last end of the window's spans, as the
-    window's read takes them)."""
+    over ``bounds`` (:func:`_bounds`, as the window's read takes them; ``table``, ``part``:
+    as :func:`path_query`'s)."""
     from ..metric_names import (AGENTSCOPE_COLLECTOR_UP, PROCESS_GPU_MEMORY_USAGE,
                                 SOURCE_GPU_NVIDIA)
 
@@ -563,11 +566,8 @@ def counters_query(remote: Remote, counters: Any, table: "str | None" = None,
     def array(names: Any) -> str:
         return "[" + ", ".join(_literal(x) for x in names) + "]::Array(String)"
 
-    first, last = bounds if bounds is not None else (0, 0)
-    samples = _sql("samples_of_agentscope_samples.sql").format(
-        table=remote.quoted(remote.samples), since_ns=first, until_ns=last)
     return _sql("section_counters.sql").format(
-        paths=path_query(remote, table, part), samples=samples,
+        paths=path_query(remote, table, part), samples=_samples_query(remote, bounds),
         metrics=array(join.metrics), per_process=array(join.per_process),
         max_hold=int(join.max_hold_ns), gpu_util=_literal(join.gpu_util),
         gpu_memory=_literal(PROCESS_GPU_MEMORY_USAGE),

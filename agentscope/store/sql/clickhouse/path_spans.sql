@@ -2,8 +2,8 @@
 -- spans_of_otel_traces.sql makes): ids, times and kind, of the rows the store would load
 -- (the ids and times records.span_problem requires; the other fields of a row from
 -- otel_traces cannot fail it, but an event's time), and the host and pid that the counter join
--- (section_counters.sql) places each section by (the walk's section_owners). Filled by str.format: spans, min_epoch_ns,
--- max_epoch_ns.
+-- (section_counters.sql) places each section by (the walk's section_owners). Filled by
+-- str.format: spans, min_epoch_ns, max_epoch_ns.
 SELECT trace_id, span_id, parent_span_id, kind, start_ns, end_ns, host, pid
 FROM ({spans})
 WHERE match(trace_id, '^[0-9a-f]{{32}}$') AND trace_id != '00000000000000000000000000000000'
