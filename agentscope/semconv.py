@@ -330,7 +330,9 @@ def _sql_text(value: str) -> str:
 def stage_sql(template: str, rules: Optional[tuple] = None) -> str:
     """``template`` (store/sql/stages_from_conventions.sql) with its placeholders filled from
     ``rules`` (default :data:`STAGE_RULES`): ``{stage_paths}`` the JSON paths of the attributes
-    the rules read, as a list for one ``json_extract_string(attrs, ...)`` into ``v``;
+    the rules read, as a list for one ``json_extract_string(attrs, ...)`` into ``v`` (or,
+    in a template that holds ``{stage_names}`` instead, their names, as a list: ClickHouse's
+    store/sql/clickhouse/analysis_input.sql reads them from a map);
     ``{stage_attributes}`` those values lower-cased, one column each, named by the attribute;
     ``{stage_case}`` the CASE over them and the ``kind`` column that gives the stage.
 
@@ -341,7 +343,8 @@ def stage_sql(template: str, rules: Optional[tuple] = None) -> str:
     for name in names:
         if not _SAFE_NAME.fullmatch(name) or name.lower() in ("trace_id", "span_id", "kind", "v"):
             raise ValueError(f"stage rule attribute {name!r} is not a plain dotted name")
-    paths = "[" + ", ".join(_sql_text(f'$."{n}"') for n in names) + "]"
+    by_name = "{stage_names}" in template
+    paths = "[" + ", ".join(_sql_text(n if by_name else f'$."{n}"') for n in names) + "]"
     columns = ", ".join(f'lower(v[{i}]) AS "{n}"' for i, n in enumerate(names, 1))
     whens = []
     for rule in rules:
@@ -353,7 +356,8 @@ def stage_sql(template: str, rules: Optional[tuple] = None) -> str:
         whens.append(f"WHEN {cond} THEN {_sql_text(rule.stage)}")
     case = "CASE\n            " + "\n            ".join(whens) + "\n        END"
     filled = template
-    for key, text in (("{stage_paths}", paths), ("{stage_attributes}", columns),
+    for key, text in (("{stage_names}" if by_name else "{stage_paths}", paths),
+                      ("{stage_attributes}", columns),
                       ("{stage_case}", case)):
         if filled.count(key) != 1:
             raise ValueError(f"stage SQL template must hold {key} once")

@@ -188,6 +188,43 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
     return store, load, []
 
 
+def fleet_in_clickhouse(source: str, part_spans: Optional[int] = None) -> Fleet:
+    """Every task of the ClickHouse URL ``source`` analysed with its spans' analysis input
+    computed in ClickHouse (:func:`.clickhouse.analysis_inputs`): only those columns travel,
+    a part of the window (traces split by the hash of their id, about ``part_spans`` spans
+    [default: :data:`BATCH_SPANS`]) at a time, and the parts' results are put in trace
+    order; the counter samples over the window's time are read into an embedded store of
+    their own. The same tasks and sections as :func:`analyze` of ``source`` (the window in
+    one part where a trace's analysis reads others': process trees, event loops, threads).
+    Not yet what ``agentscope analyze URL`` runs: its results keep no spans to query."""
+    remote = urls.parse(source)
+    store = Store(MEMORY)  # (the samples alone)
+    try:
+        with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
+            clickhouse.read_into(remote, Path(tmp), spans=False)
+            found = [Source(Path(tmp) / name, read.rel, read.format, parquet=True)
+                     for name, read in clickhouse.FILES.items()
+                     if (Path(tmp) / name).exists() and (Path(tmp) / name).stat().st_size]
+            store.load(Path(tmp), found=(found, []))
+        series = store.counter_series(METRICS)
+        trees = store.process_trees()
+        lags = store.loop_lags() if series is not None else None
+        counted = series is not None or trees is not None
+        separate = trees is None and not clickhouse.coupled_traces(remote)
+        parts = []
+        with gc_paused():
+            for inp in clickhouse.analysis_inputs(remote, counted, part_spans or BATCH_SPANS,
+                                                  None if separate else 1):
+                part = engine.analyze(inp, series, lags, trees)
+                part.sections.evidence.settle()  # (what holds every span of the part)
+                parts.append(part)
+            if not parts:  # (the empty store's input: no span)
+                return engine.analyze(store.analysis_input(counted), series, lags, trees)
+            return engine.in_trace_order(parts)
+    finally:
+        store.close()
+
+
 def _discard(store: Store) -> None:
     """Close ``store`` that no analysis will read (a temporary one removed too)."""
     store.close()

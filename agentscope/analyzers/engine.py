@@ -255,25 +255,44 @@ def merged(previous: Fleet, fresh: Fleet, traces: Any) -> Fleet:
     found for them (an analysis of just those traces) put in, in trace-id order: what one
     analysis of all the traces gives, where no trace's analysis reads another's spans."""
     redone = set(traces)
-    old = [t.trace_id for t in previous.tasks]
-    new = [t.trace_id for t in fresh.tasks]
-    # each task's place: (its trace id, which fleet, its index there)
-    order = sorted([(tid, 0, i) for i, tid in enumerate(old) if tid not in redone]
-                   + [(tid, 1, i) for i, tid in enumerate(new)])
+    kept = [(t.trace_id, 0, i) for i, t in enumerate(previous.tasks) if t.trace_id not in redone]
+    if not kept and not fresh.tasks:
+        return part(fresh, 0, 0)
+    out = _interleaved([previous, fresh], kept + [(t.trace_id, 1, i)
+                                                  for i, t in enumerate(fresh.tasks)])
+    return dataclasses.replace(out, warnings=tuple(dict.fromkeys(previous.warnings
+                                                                 + fresh.warnings)))
+
+
+def in_trace_order(fleets: Any) -> Fleet:
+    """The analyses of parts of the traces that are not ranges of trace ids (a ClickHouse
+    window split by the hash of the trace id) as one, tasks in trace-id order as
+    :func:`joined` gives them of batches in trace order: the same as one analysis of all the
+    traces, where no trace's analysis reads another's."""
+    fleets = list(fleets)
+    out = _interleaved(fleets, [(t.trace_id, k, i) for k, f in enumerate(fleets)
+                                for i, t in enumerate(f.tasks)])
+    return dataclasses.replace(out, warnings=tuple(dict.fromkeys(
+        w for f in fleets for w in f.warnings)))
+
+
+def _interleaved(fleets: list, tasks: list) -> Fleet:
+    """The tasks ``tasks`` ((trace id, which fleet, its index there)) of ``fleets``, with
+    their sections, as one fleet in trace-id order: runs of consecutive tasks of one fleet
+    sliced out (:func:`part`) and :func:`joined`."""
     parts, run = [], None
-    for _, which, i in order:
+    for _, which, i in sorted(tasks):
         if run is not None and run[0] == which and run[2] == i:
             run[2] = i + 1
             continue
         if run is not None:
-            parts.append(part(previous if run[0] == 0 else fresh, run[1], run[2], False))
+            parts.append(part(fleets[run[0]], run[1], run[2], False))
         run = [which, i, i + 1]
     if run is not None:
-        parts.append(part(previous if run[0] == 0 else fresh, run[1], run[2], False))
+        parts.append(part(fleets[run[0]], run[1], run[2], False))
     if not parts:
-        return part(fresh, 0, 0)
-    warnings = tuple(dict.fromkeys(previous.warnings + fresh.warnings))
-    return dataclasses.replace(joined(parts), warnings=warnings)
+        return part(fleets[-1], 0, 0)
+    return joined(parts)
 
 
 def _absent(name: str, sections: Any) -> Any:

@@ -348,22 +348,25 @@ def _parquet_settings(con: "Connection") -> str:
     return ", ".join(f"{name} = {value}" for name, value in _PARQUET.items() if name in known)
 
 
-def read_into(remote: Remote, directory: Path) -> tuple:
+def read_into(remote: Remote, directory: Path, spans: bool = True) -> tuple:
     """Write ``remote``'s spans (whole traces in its window) and the samples over their time
     into ``directory`` as Parquet files of the span and sample files' fields (:data:`FILES`;
     ``Source.parquet``), for the store to load (with ``repeats_by=`` :data:`REPEATS_BY`):
     (spans, samples) written. chdb writes them itself, in its own process (:class:`_Apart`:
     its engine's memory is given back before the analysis). Parquet rather than JSON lines:
-    at 1M spans the store loads it in 0.4 s instead of 1.4 s (benchmarks/RESULTS.md)."""
+    at 1M spans the store loads it in 0.4 s instead of 1.4 s (benchmarks/RESULTS.md).
+    Without ``spans``, the samples alone (spans: None)."""
     with _reading(remote) as (con, table):
         directory.mkdir(parents=True, exist_ok=True)
         span_file, sample_file = FILES
-        spans = directory / span_file
         settings = _parquet_settings(con)
-        con.to_file(spans_query(remote, table, flat=True), "Parquet", spans, settings)
-        n_spans = _rows(spans, remote)
+        n_spans = None
+        if spans:
+            con.to_file(spans_query(remote, table, flat=True), "Parquet",
+                        directory / span_file, settings)
+            n_spans = _rows(directory / span_file, remote)
         n_samples = 0
-        if n_spans and _exists(con, remote, remote.samples):
+        if n_spans != 0 and _exists(con, remote, remote.samples):
             samples = directory / sample_file
             con.to_file(_samples_query(remote, _bounds(con, remote, table)), "Parquet",
                         samples, settings)
@@ -447,9 +450,17 @@ def path_query(remote: Remote, table: "str | None" = None,
     ``critical_path.sql``), over the spans :func:`spans_query` reads from ``table``. It
     groups by trace only, so on a table sharded by trace id it can run on each shard apart
     (docs/clickhouse.md)."""
-    spans = _sql("path_spans.sql").format(spans=spans_query(remote, table, part),
-                                          min_epoch_ns=MIN_EPOCH_NS, max_epoch_ns=MAX_EPOCH_NS)
+    spans = _valid_spans(remote, table, part,
+                         "trace_id, span_id, parent_span_id, kind, start_ns, end_ns, host, pid")
     return _sql("critical_path.sql").format(spans=f"({spans})")
+
+
+def _valid_spans(remote: Remote, table: "str | None", part: "tuple | None",
+                 columns: str) -> str:
+    """The SELECT of ``columns`` of the rows of :func:`spans_query` that the store would
+    load (path_spans.sql)."""
+    return _sql("path_spans.sql").format(columns=columns, spans=spans_query(remote, table, part),
+                                         min_epoch_ns=MIN_EPOCH_NS, max_epoch_ns=MAX_EPOCH_NS)
 
 
 class TracePath(NamedTuple):
@@ -730,3 +741,66 @@ def write(remote: Remote, spans: Any, samples: Any) -> None:
                     insert(statement, structure, table, chunk)
     finally:
         con.close()
+
+
+# ---- the analysis' input, in ClickHouse ------------------------------------------------
+def input_query(remote: Remote, table: "str | None" = None, part: "tuple | None" = None) -> str:
+    """The SELECT of what the analyzers read of every span of ``remote``'s window (``part``:
+    see :func:`_window`): the rows and columns of the embedded store's analysis_input.sql,
+    the host as text (store/sql/clickhouse/analysis_input.sql). Run it with
+    :data:`INPUT_SETTINGS`."""
+    from ..semconv import stage_sql
+
+    spans = _valid_spans(remote, table, part, "*")
+    return stage_sql(_sql("analysis_input.sql")).replace("{spans}", f"({spans})")
+
+
+# a LEFT JOIN's missing row as NULLs (ClickHouse's default is each type's zero)
+INPUT_SETTINGS = "join_use_nulls = 1"
+
+
+def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
+                    part_spans: int = PART_SPANS, parts: "int | None" = None) -> Iterator[Any]:
+    """What the analyzers read of every span of ``remote``'s window, computed in ClickHouse:
+    one :class:`~agentscope.store.schema.AnalysisInput` (with the host of each span where
+    ``with_counters``) per part of about ``part_spans`` spans (traces split by the hash of
+    their id; ``parts``: that many instead), its rows and trace numbers from 0 as those of
+    a batch of the embedded store's. Only these columns travel, through a Parquet file per
+    part."""
+    import duckdb
+
+    from .schema import input_of_columns
+
+    if isinstance(remote, str):
+        remote = parse(remote)
+    with _reading(remote) as (con, table):
+        if parts is None:
+            parts = _parts(con, remote, part_spans)
+        settings = ", ".join(x for x in (INPUT_SETTINGS, _parquet_settings(con)) if x)
+        with tempfile.TemporaryDirectory(prefix="agentscope-input-") as tmp:
+            for k in range(parts):
+                out = Path(tmp) / f"input-{k}.parquet"
+                con.to_file(input_query(remote, table, (k, parts) if parts > 1 else None),
+                            "Parquet", out, settings)
+                if not out.stat().st_size:
+                    continue
+                with duckdb.connect() as db:
+                    arrays = db.execute("SELECT * FROM read_parquet(?)",
+                                        [str(out)]).fetchnumpy()
+                out.unlink()
+                if not with_counters:
+                    del arrays["host"]
+                yield input_of_columns(arrays)
+
+
+def coupled_traces(remote: "Remote | str") -> bool:
+    """Whether the analysis of a trace of ``remote``'s window reads other traces' spans (the
+    embedded store's ``coupled_traces``: spans on an event loop, or with their process's
+    other threads' CPU recorded): then its traces are analysed in one part."""
+    if isinstance(remote, str):
+        remote = parse(remote)
+    names = ", ".join(_literal(n) for n in (semconv.CPU_SCOPE, semconv.OTHER_THREADS_CPU))
+    with _reading(remote) as (con, table):
+        return con.text(f"SELECT 1 FROM ({_valid_spans(remote, table, None, 'attrs')}) "
+                        f"WHERE hasAny(mapKeys(attrs), [{names}]) LIMIT 1",
+                        "TabSeparated").strip() == "1"

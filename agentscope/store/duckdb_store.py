@@ -25,7 +25,8 @@ from .connect import connect
 from .loading import LoadReport, Loader, sources
 from .rows import quoted
 from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSeries, GpuIdle,
-                     LatestSample, LoopLags, ProcessTrees, SeriesKey, SpanRow, WindowSample, sql)
+                     LatestSample, LoopLags, ProcessTrees, SeriesKey, SpanRow, WindowSample,
+                     input_of_columns, sql)
 from .user_sql import UserSQL, check_statement
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
@@ -222,10 +223,6 @@ class Store:
         ``lo <= trace_id < hi`` (a batch of :meth:`trace_batches`; either bound None: open),
         or, given a list, those of these trace ids.
         Fetching columns is many times faster than row tuples for a million spans."""
-        import numpy as np
-
-        from ..vocab import Stage
-
         hosts: list = []
         query = sql("analysis_input.sql")
         if with_counters:
@@ -237,27 +234,7 @@ class Store:
         lo, hi = traces if isinstance(traces, tuple) else (None, None)
         arrays = self.con.execute(query, {"hosts": hosts, "lo": lo, "hi": hi,
                                           "ids": ids}).fetchnumpy()
-        # the rows come in any order: put them in idx order (each trace one contiguous run)
-        idx = np.asarray(arrays.pop("idx"), dtype=np.int64)
-        where = np.empty_like(idx)
-        where[idx] = np.arange(len(idx))
-        cols: dict = {}
-        for name, a in arrays.items():
-            data = np.ma.getdata(a)[where]
-            if np.ma.isMaskedArray(a):
-                mask = np.ma.getmaskarray(a)[where]
-                if mask.any():
-                    data = data.astype(object)
-                    data[mask] = None
-            cols[name] = data
-        # stages come as codes: one shared string object per stage instead of one per span
-        cols["stage_code"] = np.asarray(cols["stage_code"], dtype=np.int64)
-        cols["stage"] = np.array([None] + [s.value for s in Stage], dtype=object)[
-            cols["stage_code"]]
-        if with_counters:  # hosts likewise
-            cols["host"] = np.array([None] + hosts, dtype=object)[
-                np.asarray(cols.pop("host_code"), dtype=np.int64)]
-        return AnalysisInput(**cols)
+        return input_of_columns(arrays, hosts if with_counters else None)
 
     def trace_batches(self, max_spans: int) -> list:
         """The traces in batches of about ``max_spans`` spans, in trace-id order, a trace

@@ -98,6 +98,41 @@ class AnalysisInput:
         return self.host is not None
 
 
+def input_of_columns(arrays: dict, hosts: Optional[list] = None) -> AnalysisInput:
+    """The :class:`AnalysisInput` of the columns of an analysis_input query (``arrays``:
+    name -> numpy array, masked where NULL, as DuckDB's ``fetchnumpy`` gives them), in any
+    row order: put in ``idx`` order (each trace one contiguous run), NULL strings as None,
+    the stage from its code. The host: ``host_code``, a 1-based position in ``hosts`` (the
+    embedded store's query), or ``host`` as text (ClickHouse's); neither: no host (the
+    input has no counter columns)."""
+    import numpy as np
+
+    from ..vocab import Stage
+
+    idx = np.asarray(arrays.pop("idx"), dtype=np.int64)
+    where = np.empty_like(idx)
+    where[idx] = np.arange(len(idx))
+    cols: dict = {}
+    for name, a in arrays.items():
+        data = np.ma.getdata(a)[where]
+        if np.ma.isMaskedArray(a):
+            mask = np.ma.getmaskarray(a)[where]
+            if mask.any():
+                data = data.astype(object)
+                data[mask] = None
+        cols[name] = data
+    # stages come as codes: one shared string object per stage instead of one per span
+    cols["stage_code"] = np.asarray(cols["stage_code"], dtype=np.int64)
+    cols["stage"] = np.array([None] + [s.value for s in Stage], dtype=object)[
+        cols["stage_code"]]
+    if "host_code" in cols:  # hosts likewise
+        cols["host"] = np.array([None] + list(hosts or ()), dtype=object)[
+            np.asarray(cols.pop("host_code"), dtype=np.int64)]
+    elif "host" in cols:
+        cols["host"] = np.asarray(cols["host"], dtype=object)
+    return AnalysisInput(**cols)
+
+
 class LoopLags(NamedTuple):
     """The event-loop lags the in-process samplers measured (``agentscope.python.loop_lag``):
     per sample the host, process, the loop's thread, the span whose task held it (None: not

@@ -1,10 +1,11 @@
--- What the critical-path walk (critical_path.sql) reads of each span of the subquery (the rows
--- spans_of_otel_traces.sql makes): ids, times and kind, of the rows the store would load
--- (the ids and times records.span_problem requires; the other fields of a row from
--- otel_traces cannot fail it, but an event's time), and the host and pid that the counter join
--- (section_counters.sql) places each section by (the walk's section_owners). Filled by
--- str.format: spans, min_epoch_ns, max_epoch_ns.
-SELECT trace_id, span_id, parent_span_id, kind, start_ns, end_ns, host, pid
+-- The rows of the subquery (the rows spans_of_otel_traces.sql makes) that the store would load:
+-- the ids and times records.span_problem requires (the other fields of a row from otel_traces
+-- cannot fail it, but an event's time). What the critical-path walk (critical_path.sql) reads
+-- of each: ids, times and kind, and the host and pid that the counter join
+-- (section_counters.sql) places each section by (the walk's section_owners); the analysis'
+-- input (analysis_input.sql) reads every column. Filled by str.format: columns, spans,
+-- min_epoch_ns, max_epoch_ns.
+SELECT {columns}
 FROM ({spans})
 WHERE match(trace_id, '^[0-9a-f]{{32}}$') AND trace_id != '00000000000000000000000000000000'
     AND match(span_id, '^[0-9a-f]{{16}}$') AND span_id != '0000000000000000'

@@ -1,0 +1,168 @@
+-- What the analyzers read of each span, computed in ClickHouse: the rows and columns of the
+-- embedded store's store/sql/analysis_input.sql (its header says what each column is), of the
+-- spans the store would hold after loading the window (the rows of spans_of_otel_traces.sql
+-- that path_spans.sql keeps; of a span id seen twice in a trace, the row REPEATS_BY puts
+-- first; a stage from the conventions where agentscope.stage is absent, by
+-- semconv.STAGE_RULES, as stages_from_conventions.sql gives it). Each step below is the step
+-- of the same name there. Joins are on the trace (its number, its id): on a table sharded by
+-- trace id, each shard's rows join with its own (docs/clickhouse.md).
+-- Differences from the embedded query, on purpose: the host travels as text (the store sends
+-- its position in a list) and host_hash is ClickHouse's hash of it (the analyzers only group by
+-- it). Attribute text that DuckDB reads as a number and ClickHouse does not (digit separators,
+-- hexadecimal) is no number here (docs/clickhouse.md). NULLs of a LEFT JOIN need
+-- join_use_nulls = 1, which the caller sets.
+-- Filled by semconv.stage_sql (stage_names: the attributes the stage rules read,
+-- stage_attributes: their values lower-cased, a column each, stage_case), then the spans
+-- placeholder replaced by the valid rows (every column) in parentheses.
+WITH
+kept AS (
+    -- one row per (trace, span) id: the earliest start, then end, parent (none last), kind
+    SELECT * FROM {spans}
+    ORDER BY trace_id, span_id, start_ns, end_ns, isNull(parent_span_id), parent_span_id, kind
+    LIMIT 1 BY trace_id, span_id
+),
+staged AS (
+    SELECT * REPLACE (coalesce(stage, {stage_case}) AS stage)
+    FROM (
+        SELECT *, {stage_attributes}
+        FROM (SELECT *, arrayMap(k -> if(mapContains(attrs, k), attrs[k], NULL),
+                                 {stage_names}) AS v
+              FROM kept)
+    )
+),
+raw AS (
+    SELECT
+        toInt64(row_number() OVER (ORDER BY trace_id, start_ns, span_id) - 1) AS idx,
+        toInt64(dense_rank() OVER (ORDER BY trace_id)) AS trace_no,
+        trace_id, span_id, parent_span_id, toValidUTF8(name) AS name, stage, kind, start_ns,
+        end_ns, pid, tid, thread_cpu_ns, child_cpu_ns, majflt, child_majflt, vcsw, ivcsw,
+        service, host,
+        -- the attributes the classifier reads (NULL: absent)
+        arrayMap(k -> if(mapContains(attrs, k), attrs[k], NULL), [
+            'gen_ai.latency.time_in_queue', 'gen_ai.latency.time_in_model_prefill',
+            'gen_ai.latency.time_in_model_decode', 'server.address', 'agentscope.cpu.scope',
+            'agentscope.lane', 'agentscope.cpu.thread_system_ns',
+            'agentscope.children.ctx_switches.involuntary',
+            'agentscope.children.ctx_switches.voluntary',
+            'agentscope.process.other_threads_cpu_ns', 'agentscope.workers.cpu_ns',
+            'agentscope.children.run_delay_ns', 'agentscope.children.own_cpu_ns',
+            'server.port', 'url.full']) AS a,
+        status = 'error' AS error,
+        status = 'error' AND match(arrayStringConcat(arrayFilter(x -> x != '', [
+                ifNull(status_message, ''), ifNull(attrs['error.type'], ''),
+                arrayStringConcat(arrayFilter(x -> x != '',
+                    arrayMap(e -> e.attrs['exception.type'], events)), ' ')]), ' '),
+            '(?i)timeout|timed out|deadline[ _]?exceeded') AS timeout
+    FROM staged
+),
+base AS (
+    -- the attributes by name; numbers read as DuckDB's TRY_CAST reads them (blanks around
+    -- them; an integer from a decimal rounded)
+    SELECT * EXCEPT (a),
+        a[1] AS attr_queue_s, a[2] AS attr_prefill_s, a[3] AS attr_decode_s,
+        a[4] AS attr_server_address, a[5] AS attr_cpu_scope, a[6] AS attr_lane,
+        a[7] AS attr_thread_system_ns, a[8] AS attr_child_ivcsw, a[9] AS attr_child_vcsw,
+        a[10] AS attr_other_cpu,
+        ifNull(toInt64OrNull(toString(round(toFloat64OrNull(trimBoth(a[11]))))), 0)
+            AS workers_cpu_ns,
+        a[12] AS attr_child_run_delay, a[13] AS attr_child_own_cpu,
+        a[14] AS attr_server_port,
+        nullIf(regexpExtract(a[15], '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?([^/?#]+)', 1),
+               '') AS attr_url_authority
+    FROM raw
+),
+found AS (
+    SELECT c.idx AS idx, c.trace_no AS trace_no, c.start_ns AS start_ns, c.end_ns AS end_ns,
+           p.idx AS found_idx, isNull(c.parent_span_id) AS true_root,
+           isNotNull(c.parent_span_id) AND isNull(p.idx) AS orphan
+    FROM base c
+    LEFT JOIN (SELECT trace_id, span_id, idx FROM base) p
+        ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+),
+adopted AS (
+    -- the innermost enclosing true root (latest start, then earliest end, then row)
+    SELECT o.idx AS idx, argMax(r.idx, (r.start_ns, -r.end_ns, r.idx)) AS adopter
+    FROM (SELECT idx, trace_no, start_ns, end_ns FROM found WHERE orphan) o
+    JOIN (SELECT idx, trace_no, start_ns, end_ns FROM found WHERE true_root) r
+        ON r.trace_no = o.trace_no
+    WHERE r.start_ns <= o.start_ns AND r.end_ns >= o.end_ns
+    GROUP BY o.idx
+),
+parents AS (
+    SELECT f.idx AS idx, multiIf(f.found_idx = f.idx, -1,
+                                 coalesce(f.found_idx, a.adopter, -1)) AS parent_idx,
+           f.orphan AS orphan
+    FROM found f LEFT JOIN adopted a ON a.idx = f.idx
+),
+linked AS (
+    -- (the parent's columns renamed: every other name is the span's own)
+    SELECT * EXCEPT (at_idx, p_idx, p_pid, p_tid, p_start_ns, p_end_ns),
+        -- what this span takes off its parent's own time, CPU and faults (NULL: nothing)
+        (p_idx != idx AND ifNull(pid = p_pid, isNull(pid) AND isNull(p_pid))) AS same_process,
+        same_process AND ifNull(tid = p_tid, isNull(tid) AND isNull(p_tid)) AS same_thread,
+        if(same_thread, greatest(least(end_ns, p_end_ns) - greatest(start_ns, p_start_ns), 0),
+           NULL) AS net_wall,
+        if(same_thread, thread_cpu_ns, NULL) AS net_cpu,
+        if(same_process, child_cpu_ns, NULL) AS net_child_cpu,
+        if(same_process, ifNull(if(same_thread, majflt, NULL), 0) + ifNull(child_majflt, 0),
+           NULL) AS net_faults,
+        if(same_process, workers_cpu_ns + if(same_thread, 0, ifNull(thread_cpu_ns, 0)), NULL)
+            AS net_workers
+    FROM base c
+    JOIN (SELECT idx AS at_idx, parent_idx, orphan FROM parents) pa ON pa.at_idx = c.idx
+    LEFT JOIN (SELECT idx AS p_idx, pid AS p_pid, tid AS p_tid, start_ns AS p_start_ns,
+                      end_ns AS p_end_ns FROM base) p ON p.p_idx = pa.parent_idx
+),
+kid AS (
+    -- (kid_idx, not idx: an alias is seen in WHERE, where it would hide the column)
+    SELECT parent_idx AS kid_idx, sum(net_wall) AS busy_wall, sum(net_cpu) AS kid_cpu,
+           sum(net_child_cpu) AS kid_child_cpu, ifNull(sum(net_faults), 0) AS kid_faults,
+           ifNull(sum(net_workers), 0) AS kid_workers
+    FROM linked WHERE parent_idx >= 0 AND parent_idx != idx
+    GROUP BY parent_idx
+)
+SELECT s.idx AS idx, s.trace_no AS trace_no,
+    if(s.parent_idx < 0 OR s.stage = 'task', s.trace_id, NULL) AS trace_id,
+    s.span_id AS span_id, s.name AS name,
+    toInt64(indexOf(['task', 'agent', 'queue', 'context', 'inference', 'tool', 'env',
+                     'memory'], ifNull(s.stage, ''))) AS stage_code,
+    if(s.kind IN ('producer', 'consumer'), s.kind, NULL) AS kind,
+    s.start_ns AS start_ns, s.end_ns AS end_ns,
+    toFloat64(if(isNull(s.thread_cpu_ns), -1,
+        greatest(s.thread_cpu_ns - ifNull(k.kid_cpu, 0), 0)
+        + greatest(ifNull(s.child_cpu_ns, 0) - ifNull(k.kid_child_cpu, 0), 0)
+        + greatest(s.workers_cpu_ns - ifNull(k.kid_workers, 0), 0))) AS own_cpu,
+    toFloat64(greatest(s.end_ns - s.start_ns - ifNull(k.busy_wall, 0), 0)) AS own_wall,
+    toFloat64(greatest(ifNull(s.majflt, 0) + ifNull(s.child_majflt, 0)
+                     - ifNull(k.kid_faults, 0), 0)) AS own_faults,
+    toInt64(ifNull(s.child_cpu_ns, 0)) AS child_cpu_ns,
+    ifNull(toFloat64OrNull(trimBoth(s.attr_queue_s)), 0) AS queue_s,
+    ifNull(toFloat64OrNull(trimBoth(s.attr_prefill_s)), 0)
+        + ifNull(toFloat64OrNull(trimBoth(s.attr_decode_s)), 0) AS model_s,
+    toBool(ifNull(coalesce(s.attr_server_address,
+                    regexpExtract(s.attr_url_authority, '^(\\[[^\\]]*\\]|[^:]*)', 1))
+           IN ('localhost', '127.0.0.1', '::1', '[::1]', '0.0.0.0'), false)) AS server_local,
+    if(s.stage = 'inference',
+       coalesce(concat(s.attr_server_address, coalesce(concat(':', s.attr_server_port), '')),
+                s.attr_url_authority), NULL) AS endpoint,
+    toBool(ifNull(s.attr_cpu_scope = 'loop', false)) AS loop,
+    ifNull(toFloat64OrNull(trimBoth(s.attr_thread_system_ns)), 0) AS sys_cpu,
+    if(s.parent_idx < 0 OR s.stage = 'task', s.attr_lane, NULL) AS lane,
+    if(s.parent_idx < 0 OR s.stage = 'task', s.service, NULL) AS service,
+    toInt64(s.parent_idx) AS parent_idx, toBool(s.orphan) AS orphan,
+    toInt32(ifNull(s.pid, -1)) AS pid, toInt64(ifNull(s.tid, -1)) AS tid,
+    toInt64(cityHash64(ifNull(s.host, '')) % 2147483647) AS host_hash,
+    toInt64(ifNull(s.vcsw, 0)) AS vcsw, toInt64(ifNull(s.ivcsw, 0)) AS ivcsw,
+    ifNull(toInt64OrNull(toString(round(toFloat64OrNull(trimBoth(s.attr_child_vcsw))))), 0)
+        AS child_vcsw,
+    ifNull(toInt64OrNull(toString(round(toFloat64OrNull(trimBoth(s.attr_child_ivcsw))))), 0)
+        AS child_ivcsw,
+    ifNull(toFloat64OrNull(trimBoth(s.attr_other_cpu)), 0) AS other_cpu,
+    ifNull(toFloat64OrNull(trimBoth(s.attr_child_run_delay)), -1) AS child_run_delay,
+    ifNull(toFloat64OrNull(trimBoth(s.attr_child_own_cpu)), -1) AS child_own_cpu,
+    toFloat64(greatest(s.workers_cpu_ns - ifNull(k.kid_workers, 0), 0)) AS workers_cpu,
+    toInt64(ifNull(s.thread_cpu_ns, -1)) AS thread_cpu,
+    toBool(s.error) AS error, toBool(s.timeout) AS timeout,
+    s.host AS host
+FROM linked s
+LEFT JOIN kid k ON k.kid_idx = s.idx
