@@ -744,17 +744,23 @@ def write(remote: Remote, spans: Any, samples: Any) -> None:
 
 
 # ---- the analysis' input, in ClickHouse ------------------------------------------------
-def input_query(remote: Remote, table: "str | None" = None, part: "tuple | None" = None) -> str:
-    """The SELECT of what the analyzers read of every span of ``remote``'s window (``part``:
-    see :func:`_window`): the rows and columns of the embedded store's analysis_input.sql,
-    the host as text (store/sql/clickhouse/analysis_input.sql). Run it with
-    :data:`INPUT_SETTINGS`."""
+def input_statements(remote: Remote, table: "str | None" = None,
+                     part: "tuple | None" = None) -> list:
+    """The statements that compute what the analyzers read of every span of ``remote``'s
+    window (``part``: see :func:`_window`): the rows and columns of the embedded store's
+    analysis_input.sql, the host as text (store/sql/clickhouse/analysis_input.sql). Each
+    but the last makes one of :data:`TEMPORARY_TABLES` in the session; the last is the
+    SELECT of the rows. Run them with :data:`INPUT_SETTINGS`."""
     from ..semconv import stage_sql
 
     spans = _valid_spans(remote, table, part, "*")
-    return stage_sql(_sql("analysis_input.sql")).replace("{spans}", f"({spans})")
+    text = stage_sql(_sql("analysis_input.sql")).replace("{spans}", f"({spans})")
+    return [s for s in text.split(";\n\n") if s.strip()]
 
 
+# the session's temporary tables that input_statements makes
+TEMPORARY_TABLES = ("agentscope_staged", "agentscope_repeated", "agentscope_base",
+                    "agentscope_found", "agentscope_linked")
 # a LEFT JOIN's missing row as NULLs (ClickHouse's default is each type's zero)
 INPUT_SETTINGS = "join_use_nulls = 1"
 
@@ -780,14 +786,23 @@ def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
         with tempfile.TemporaryDirectory(prefix="agentscope-input-") as tmp:
             for k in range(parts):
                 out = Path(tmp) / f"input-{k}.parquet"
-                con.to_file(input_query(remote, table, (k, parts) if parts > 1 else None),
-                            "Parquet", out, settings)
+                *steps, rows = input_statements(remote, table,
+                                                (k, parts) if parts > 1 else None)
+                try:
+                    for step in steps:
+                        con.text(step, "", INPUT_SETTINGS)
+                    con.to_file(rows, "Parquet", out, settings)
+                finally:
+                    for name in TEMPORARY_TABLES:
+                        con.command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
                 if not out.stat().st_size:
                     continue
                 with duckdb.connect() as db:
                     arrays = db.execute("SELECT * FROM read_parquet(?)",
                                         [str(out)]).fetchnumpy()
                 out.unlink()
+                if not len(arrays["idx"]):  # (no span in this part)
+                    continue
                 if not with_counters:
                     del arrays["host"]
                 yield input_of_columns(arrays)
