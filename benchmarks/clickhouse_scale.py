@@ -12,7 +12,10 @@ the part that runs in ClickHouse today: every trace's critical path walked there
 Python process to its per-trace rows in Python. With ``--samples HZ`` a collector's samples
 lie beside the spans (in the directory and in a samples table), every CLI reads them, and the
 walk runs a second time with the counters' means over each section joined in ClickHouse too
-(section_counters.sql): the walk alone is that row's baseline.
+(section_counters.sql): the walk alone is that row's baseline. "analysis over ClickHouse's
+input" is every task analysed over the classifier's input computed in ClickHouse
+(``analysis.core.fleet_in_clickhouse``; store/sql/clickhouse/analysis_input.sql), from the
+start of a Python process to the results in it: the two `analyze` rows are its baselines.
 
     python benchmarks/clickhouse_scale.py --millions 1 --runs 3 [--baseline ../other-tree]
     python benchmarks/clickhouse_scale.py --millions 1 --runs 3 --samples 1
@@ -51,6 +54,15 @@ def walk_in_clickhouse(url: str, work: Path, counters: bool = False,
                      "from agentscope.analyzers.counters import COUNTER_JOIN; "
                      f"paths = clickhouse.critical_paths(sys.argv[1]{join}); assert paths",
                      url], work, tree)
+
+
+def fleet_over_input(url: str, work: Path) -> tuple:
+    """(wall s, peak RSS MB) of a Python process that analyses every task of ``url`` over the
+    analysis' input computed in ClickHouse (``analysis.core.fleet_in_clickhouse``) and holds
+    the results."""
+    return launched([sys.executable, "-c", "import sys; from agentscope.analysis.core import "
+                     "fleet_in_clickhouse; fleet = fleet_in_clickhouse(sys.argv[1]); "
+                     "assert fleet.tasks", url], work)
 
 
 # the counters a collector beside the agents samples (--samples): host CPU, pressure, run
@@ -134,8 +146,8 @@ def main() -> int:
             spans = _count(directory)
             print(f"{spans:>10} {'export clickhouse (files to chdb)':<34} {wall:>9.2f} "
                   f"{'':>22} {rss:>9.0f}")
-            got: dict = {"duckdb": [], "chdb": [], "walk": [], "counters": [], "baseline": [],
-                         "baseline walk": []}
+            got: dict = {"duckdb": [], "chdb": [], "input": [], "walk": [], "counters": [],
+                         "baseline": [], "baseline walk": []}
             for _ in range(args.runs):
                 db = work / "run.duckdb"
                 for p in (db, Path(str(db) + ".wal")):
@@ -143,6 +155,7 @@ def main() -> int:
                 got["duckdb"].append(cli(["analyze", str(directory), "--db", str(db), "-q"],
                                          work))
                 got["chdb"].append(cli(["analyze", url, "-q"], work))
+                got["input"].append(fleet_over_input(url, work))
                 if args.baseline:
                     got["baseline"].append(cli(["analyze", url, "-q"], work,
                                                Path(args.baseline).resolve()))
@@ -155,6 +168,7 @@ def main() -> int:
             for name, label in (("duckdb", "analyze DIR (DuckDB)"),
                                 ("chdb", "analyze chdb://... (read, DuckDB)"),
                                 ("baseline", "  the same, --baseline's"),
+                                ("input", "analysis over ClickHouse's input"),
                                 ("walk", "critical paths in ClickHouse"),
                                 ("baseline walk", "  the same, --baseline's"),
                                 ("counters", "  the same + the counter join")):
