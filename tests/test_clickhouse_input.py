@@ -175,9 +175,9 @@ def _attributed_spans(rng: random.Random) -> list:
     return out
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_spans_with_attributes_input_is_the_same_in_clickhouse(tmp_path, seed):
-    rows = _attributed_spans(random.Random(seed))
+def _exported(tmp_path: Path, rows: list) -> str:
+    """The URL of a chdb table that ``agentscope export clickhouse`` made of span file
+    ``rows`` (loaded without a problem)."""
     (tmp_path / "spans").mkdir()
     (tmp_path / "spans" / "spans-a-1-1.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in rows))
@@ -185,6 +185,13 @@ def test_spans_with_attributes_input_is_the_same_in_clickhouse(tmp_path, seed):
     with agentscope.analyze(tmp_path / "spans", db=":memory:") as direct:
         assert not direct.problems
         clickhouse_out.export(direct, url)
+    return url
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_spans_with_attributes_input_is_the_same_in_clickhouse(tmp_path, seed):
+    rows = _attributed_spans(random.Random(seed))
+    url = _exported(tmp_path, rows)
     assert _assert_same_inputs(url) == len(rows)
     assert _assert_same_fleet(url, part_spans=50) == 30
 
@@ -193,12 +200,7 @@ def test_an_event_loop_couples_the_traces(tmp_path):
     rows = [dict(trace_id=f"{k + 1:032x}", span_id=f"{k + 1:016x}", parent_span_id=None,
                  name="t", kind="internal", start_ns=T0, end_ns=T0 + 10, stage="task",
                  attrs={"agentscope.cpu.scope": "loop"} if k == 1 else {}) for k in range(3)]
-    (tmp_path / "spans").mkdir()
-    (tmp_path / "spans" / "spans-a-1-1.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in rows))
-    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
-    with agentscope.analyze(tmp_path / "spans", db=":memory:") as direct:
-        clickhouse_out.export(direct, url)
+    url = _exported(tmp_path, rows)
     assert clickhouse.coupled_traces(url)
     assert _assert_same_fleet(url, part_spans=1) == 3
 
@@ -206,11 +208,7 @@ def test_an_event_loop_couples_the_traces(tmp_path):
 def test_an_empty_window_gives_no_input_and_no_task(tmp_path):
     rows = [dict(trace_id=f"{1:032x}", span_id=f"{1:016x}", parent_span_id=None, name="t",
                  kind="internal", start_ns=T0, end_ns=T0 + 10)]
-    (tmp_path / "spans").mkdir()
-    (tmp_path / "spans" / "spans-a-1-1.jsonl").write_text(json.dumps(rows[0]) + "\n")
-    with agentscope.analyze(tmp_path / "spans", db=":memory:") as direct:
-        clickhouse_out.export(direct, f"chdb://{tmp_path / 'ch'}?table=otel_traces")
-    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces&service=nobody"
+    url = _exported(tmp_path, rows) + "&service=nobody"
     assert list(clickhouse.analysis_inputs(url)) == []
     assert core.fleet_in_clickhouse(url).tasks == ()
 
@@ -227,12 +225,7 @@ def test_an_orphan_is_adopted_by_the_innermost_enclosing_root(tmp_path):
                      name="orphan", kind="internal", start_ns=T0 + 10, end_ns=T0 + 50))
     rows.append(dict(trace_id=trace, span_id=f"{10:016x}", parent_span_id=f"{8:016x}",
                      name="orphan", kind="internal", start_ns=T0 + 1, end_ns=T0 + 4))
-    (tmp_path / "spans").mkdir()
-    (tmp_path / "spans" / "spans-a-1-1.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in rows))
-    url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
-    with agentscope.analyze(tmp_path / "spans", db=":memory:") as direct:
-        clickhouse_out.export(direct, url)
+    url = _exported(tmp_path, rows)
     assert _assert_same_inputs(url) == 5
     (inp,) = clickhouse.analysis_inputs(url, parts=1)
     rows_of = {s: k for k, s in enumerate(inp.span_id.tolist())}
