@@ -3,19 +3,20 @@
 Generated span files of N million spans (gen_traces.py, 97 spans a task) are written into an
 `otel_traces` table in chdb by `agentscope export clickhouse` (its time reported too), then
 each CLI runs in a child process with a fresh store, interleaved: wall time and peak RSS of the
-process (the launcher of analyze_throughput.py). The chdb path today selects the spans in
-ClickHouse and analyses them in the embedded store (docs/clickhouse.md), so the figure is the
-price of reading them from ClickHouse; the issue's target (chdb at least as fast as DuckDB at
-5M spans, below 1.5 GB at 20M) waits for the whole analysis inside ClickHouse. Beside them,
+process (the launcher of analyze_throughput.py). Up to core.INPUT_SPANS spans (2M) the chdb
+path selects the spans in ClickHouse and analyses them in the embedded store; above, the
+classifier's input is computed in ClickHouse and analysed a part at a time
+(docs/clickhouse.md). The issue's target: chdb at least as fast as DuckDB at 5M spans, below
+1.5 GB at 20M. Beside them,
 the part that runs in ClickHouse today: every trace's critical path walked there
 (`clickhouse.critical_paths`, store/sql/clickhouse/critical_path.sql), from the start of a
 Python process to its per-trace rows in Python. With ``--samples HZ`` a collector's samples
 lie beside the spans (in the directory and in a samples table), every CLI reads them, and the
 walk runs a second time with the counters' means over each section joined in ClickHouse too
-(section_counters.sql): the walk alone is that row's baseline. "analysis over ClickHouse's
-input" is every task analysed over the classifier's input computed in ClickHouse
-(``analysis.core.fleet_in_clickhouse``; store/sql/clickhouse/analysis_input.sql), from the
-start of a Python process to the results in it: the two `analyze` rows are its baselines.
+(section_counters.sql): the walk alone is that row's baseline. "over ClickHouse's input" is
+`analyze chdb://...` with the classifier's input computed in ClickHouse
+(store/sql/clickhouse/analysis_input.sql), as it runs for a window of more than
+``core.INPUT_SPANS`` spans, at every size: the two `analyze` rows above it are its baselines.
 
     python benchmarks/clickhouse_scale.py --millions 1 --runs 3 [--baseline ../other-tree]
     python benchmarks/clickhouse_scale.py --millions 1 --runs 3 --samples 1
@@ -56,13 +57,13 @@ def walk_in_clickhouse(url: str, work: Path, counters: bool = False,
                      url], work, tree)
 
 
-def fleet_over_input(url: str, work: Path) -> tuple:
-    """(wall s, peak RSS MB) of a Python process that analyses every task of ``url`` over the
-    analysis' input computed in ClickHouse (``analysis.core.fleet_in_clickhouse``) and holds
-    the results."""
-    return launched([sys.executable, "-c", "import sys; from agentscope.analysis.core import "
-                     "fleet_in_clickhouse; fleet = fleet_in_clickhouse(sys.argv[1]); "
-                     "assert fleet.tasks", url], work)
+def over_input(url: str, work: Path) -> tuple:
+    """(wall s, peak RSS MB) of `agentscope analyze URL` over the analysis' input computed in
+    ClickHouse (as it runs for a window of more than ``core.INPUT_SPANS`` spans, that
+    threshold set to 0 here), its output discarded."""
+    return launched([sys.executable, "-c", "import sys; from agentscope.analysis import core; "
+                     "core.INPUT_SPANS = 0; from agentscope.cli import main; "
+                     "main(sys.argv[1:])", "analyze", url, "-q"], work)
 
 
 # the counters a collector beside the agents samples (--samples): host CPU, pressure, run
@@ -155,7 +156,7 @@ def main() -> int:
                 got["duckdb"].append(cli(["analyze", str(directory), "--db", str(db), "-q"],
                                          work))
                 got["chdb"].append(cli(["analyze", url, "-q"], work))
-                got["input"].append(fleet_over_input(url, work))
+                got["input"].append(over_input(url, work))
                 if args.baseline:
                     got["baseline"].append(cli(["analyze", url, "-q"], work,
                                                Path(args.baseline).resolve()))
@@ -168,7 +169,7 @@ def main() -> int:
             for name, label in (("duckdb", "analyze DIR (DuckDB)"),
                                 ("chdb", "analyze chdb://... (read, DuckDB)"),
                                 ("baseline", "  the same, --baseline's"),
-                                ("input", "analysis over ClickHouse's input"),
+                                ("input", "  the same, over ClickHouse's input"),
                                 ("walk", "critical paths in ClickHouse"),
                                 ("baseline walk", "  the same, --baseline's"),
                                 ("counters", "  the same + the counter join")):

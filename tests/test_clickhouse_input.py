@@ -4,14 +4,15 @@ of the same window: every column of every row equal, on sample_traces/, on rando
 walk's: orphans, cycles, repeated ids, rows the store refuses) and on random spans with the
 attributes the classifier reads (accounting, errors and timeouts, server-reported latencies,
 endpoints, stages from the conventions); and the analysis over it
-(``analysis.core.fleet_in_clickhouse``) equal to ``agentscope.analyze(URL)``, whole and in
-parts."""
+(``agentscope.analyze(URL)`` of a window of more than ``core.INPUT_SPANS`` spans) equal to
+its analysis over the spans read into the store, whole and in parts."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -55,25 +56,43 @@ def _assert_same_inputs(url: str) -> int:
     return len(want)
 
 
-def _columns(fleet) -> tuple:
-    return core._task_columns(fleet), {k: np.asarray(v).tolist()
-                                       for k, v in core._section_columns(fleet).items()}
+def _results(analysis) -> tuple:
+    """What an analysis found and said: its task and section columns, the evidence in words,
+    the summary, problems, warnings and the load's counts."""
+    fleet = core.Fleet(analysis.task_results, analysis.sections, analysis.summary, ())
+    load = analysis.load
+    return (core._task_columns(fleet),
+            {k: np.asarray(v).tolist() for k, v in core._section_columns(fleet).items()},
+            [s.evidence for t in analysis.task_results for s in t.segments],
+            # (a refused row is named by its number in what was read: over ClickHouse's
+            # input, only the refused rows are read)
+            analysis.summary, sorted(re.sub(r"\(span rows\):\d+", "(span rows)", str(p))
+                                     for p in analysis.problems), analysis.warnings,
+            (load.files_seen, load.files_loaded, load.spans_added, load.samples_added,
+             load.duplicates, len(load.problems)))
 
 
-def _assert_same_fleet(url: str, part_spans: "int | None" = None) -> int:
-    """fleet_in_clickhouse of ``url`` gives agentscope.analyze's tasks and sections, in the
-    same order, with the same evidence in words."""
+def _assert_same_analysis(url: str, monkeypatch, part_spans: "int | None" = None) -> int:
+    """agentscope.analyze of ``url`` over ClickHouse's input (as it runs for a window of
+    more than core.INPUT_SPANS spans; parts of ``part_spans``) finds and says what it does
+    over the spans read into the store, and its store reads the spans when asked."""
     with agentscope.analyze(url) as direct:
-        want = core.Fleet(direct.task_results, direct.sections, direct.summary, ())
-        want_words = [s.evidence for t in direct.task_results for s in t.segments]
-    got = core.fleet_in_clickhouse(url, part_spans)
-    assert _columns(got) == _columns(want)
-    assert [s.evidence for t in got.tasks for s in t.segments] == want_words
-    # (GPU idle time, input problems and the load are the store's, added after the fleet)
-    unset = dict(gpu=None, input_problems=0, load=None)
-    assert dataclasses.replace(got.summary, **unset) == dataclasses.replace(want.summary,
-                                                                            **unset)
-    return len(got.tasks)
+        want = _results(direct)
+        spans = direct.query_rows("SELECT count(*), count(DISTINCT trace_id) FROM spans")[1]
+    monkeypatch.setattr(core, "INPUT_SPANS", 0)
+    if part_spans is not None:
+        monkeypatch.setattr(core, "BATCH_SPANS", part_spans)
+    with agentscope.analyze(url) as over_input:
+        assert over_input.query_rows("SELECT count(*) FROM task_results")[1][0][0] == \
+            len(want[0]["trace_id"])
+        got = _results(over_input)
+        assert got == want
+        # the spans, read when first asked for (the saved results are kept)
+        assert over_input.query_rows(
+            "SELECT count(*), count(DISTINCT trace_id) FROM spans")[1] == spans
+        assert over_input.whatif("stage:tool=2").to_dict()["tasks"]
+        assert _results(over_input) == want
+    return len(want[0]["trace_id"])
 
 
 @pytest.fixture(scope="module")
@@ -89,20 +108,21 @@ def test_sample_traces_input_is_the_same_in_clickhouse(sample_url):
 
 
 @pytest.mark.parametrize("part_spans", [None, 40])
-def test_sample_traces_analysed_over_clickhouse_input_as_the_embedded(sample_url, part_spans):
+def test_sample_traces_analysed_over_clickhouse_input_as_the_embedded(sample_url, part_spans,
+                                                                      monkeypatch):
     # (sample_traces has process trees and loops: one part whatever part_spans says)
-    assert _assert_same_fleet(sample_url, part_spans) == 50
+    assert _assert_same_analysis(sample_url, monkeypatch, part_spans) == 50
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_random_trees_input_is_the_same_in_clickhouse(tmp_path, seed):
+def test_random_trees_input_is_the_same_in_clickhouse(tmp_path, seed, monkeypatch):
     rows = _random_rows(random.Random(seed), 60, 40)
     _table(tmp_path / "ch", rows)
     url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
     assert _assert_same_inputs(url) > 500
     # no process, loop or tree couples these traces: parts of a few traces each
     assert not clickhouse.coupled_traces(url)
-    assert _assert_same_fleet(url, part_spans=300) >= 60
+    assert _assert_same_analysis(url, monkeypatch, part_spans=300) >= 60
 
 
 def _attributed_spans(rng: random.Random) -> list:
@@ -189,28 +209,30 @@ def _exported(tmp_path: Path, rows: list) -> str:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_spans_with_attributes_input_is_the_same_in_clickhouse(tmp_path, seed):
+def test_spans_with_attributes_input_is_the_same_in_clickhouse(tmp_path, seed, monkeypatch):
     rows = _attributed_spans(random.Random(seed))
     url = _exported(tmp_path, rows)
     assert _assert_same_inputs(url) == len(rows)
-    assert _assert_same_fleet(url, part_spans=50) == 30
+    assert _assert_same_analysis(url, monkeypatch, part_spans=50) == 30
 
 
-def test_an_event_loop_couples_the_traces(tmp_path):
+def test_an_event_loop_couples_the_traces(tmp_path, monkeypatch):
     rows = [dict(trace_id=f"{k + 1:032x}", span_id=f"{k + 1:016x}", parent_span_id=None,
                  name="t", kind="internal", start_ns=T0, end_ns=T0 + 10, stage="task",
                  attrs={"agentscope.cpu.scope": "loop"} if k == 1 else {}) for k in range(3)]
     url = _exported(tmp_path, rows)
     assert clickhouse.coupled_traces(url)
-    assert _assert_same_fleet(url, part_spans=1) == 3
+    assert _assert_same_analysis(url, monkeypatch, part_spans=1) == 3
 
 
-def test_an_empty_window_gives_no_input_and_no_task(tmp_path):
+def test_an_empty_window_gives_no_input_and_no_task(tmp_path, monkeypatch):
     rows = [dict(trace_id=f"{1:032x}", span_id=f"{1:016x}", parent_span_id=None, name="t",
                  kind="internal", start_ns=T0, end_ns=T0 + 10)]
     url = _exported(tmp_path, rows) + "&service=nobody"
     assert list(clickhouse.analysis_inputs(url)) == []
-    assert core.fleet_in_clickhouse(url).tasks == ()
+    monkeypatch.setattr(core, "INPUT_SPANS", -1)
+    with agentscope.analyze(url) as empty:
+        assert empty.task_results == () and not empty.problems
 
 
 def test_an_orphan_is_adopted_by_the_innermost_enclosing_root(tmp_path):

@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
@@ -70,9 +71,15 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     with its file and line, files in no known format are named in :attr:`Analysis.warnings`,
     and the rest is analysed.
     """
-    store, load, notes = _load(source, db, progress, batch)
+    remote = urls.parse(source) if urls.is_url(source) else None
+    if remote is not None and clickhouse.window_spans(remote) > INPUT_SPANS:
+        store, load, notes, _ = _load_input(remote, db, progress, batch)
+    else:
+        store, load, notes = _load(source, db, progress, batch)
+        remote = None
     try:
-        analysis = _analyse(store, load, _name(source), notes, previous=previous)
+        analysis = _analyse(store, load, _name(source), notes, previous=previous,
+                            remote=remote)
     except BaseException:
         _discard(store)
         raise
@@ -119,7 +126,7 @@ def _load(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None",
     """(the store of ``source``, open; what loading what is new did; warnings about the
     store): the first half of :func:`analyze` and :func:`open_store`."""
     if urls.is_url(source):
-        return _load_clickhouse(urls.parse(source), db, progress, batch)
+        return _load_clickhouse(urls.parse(source), db, progress, batch)[:3]
     root = Path(source)
     if root.is_file():
         db = MEMORY if db is None else db
@@ -153,17 +160,20 @@ FILE_STORE_SPANS = 1_000_000
 
 
 def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
-                     progress: Optional[Progress], batch: bool) -> tuple:
+                     progress: Optional[Progress], batch: bool,
+                     spans_read: "bool | str" = True, file_store: bool = False) -> tuple:
     """:func:`_load` of a ClickHouse source: its spans (whole traces in its window) and the
     samples over their time, read as Parquet files of the span and sample files' fields
     (``Source.parquet``) and loaded into the store (``db``; default: in memory, or, for a
-    window of more than :data:`FILE_STORE_SPANS` spans, a temporary file removed with the
-    last analysis that reads it). A problem names the URL and the row (its number in what
-    was read)."""
+    window of more than :data:`FILE_STORE_SPANS` spans or with ``file_store``, a temporary
+    file removed with the last analysis that reads it). A problem names the URL and the row
+    (its number in what was read). ``spans_read``: which spans are read
+    (:func:`.clickhouse.read_into`'s ``spans``): all, or, "refused", only the rows the store
+    refuses (:func:`_load_input`). The fourth item returned: the span rows read."""
     with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
-        spans, _ = clickhouse.read_into(remote, Path(tmp))
+        spans, _ = clickhouse.read_into(remote, Path(tmp), spans=spans_read)
         temporary = None
-        if db is None and spans > FILE_STORE_SPANS:
+        if db is None and (spans > FILE_STORE_SPANS or file_store):
             temporary = tempfile.TemporaryDirectory(prefix="agentscope-store-")
             db = Path(temporary.name) / "store.duckdb"
         store = Store(MEMORY if db is None else db, keep_freed_blocks=batch)
@@ -185,44 +195,39 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         store.relabel_problems(labels)
         for problem in load.problems:
             problem.path = labels.get(problem.path, problem.path)
-    return store, load, []
+    return store, load, [], spans
 
 
-def fleet_in_clickhouse(source: str, part_spans: Optional[int] = None) -> Fleet:
-    """Every task of the ClickHouse URL ``source`` analysed with its spans' analysis input
-    computed in ClickHouse (:func:`.clickhouse.analysis_inputs`): only those columns travel,
-    a part of the window (traces split by the hash of their id, about ``part_spans`` spans
-    [default: :data:`BATCH_SPANS`]) at a time, and the parts' results are put in trace
-    order; the counter samples over the window's time are read into an embedded store of
-    their own. The same tasks and sections as :func:`analyze` of ``source`` (the window in
-    one part where a trace's analysis reads others': process trees, event loops, threads).
-    Not yet what ``agentscope analyze URL`` runs: its results keep no spans to query."""
-    remote = urls.parse(source)
-    store = Store(MEMORY)  # (the samples alone)
-    try:
+# spans of a ClickHouse window (its rows with a time in it) from which `analyze` computes the
+# analysis' input in ClickHouse rather than reading the spans into the store
+# (docs/clickhouse.md): its memory then holds a part of the window at a time
+INPUT_SPANS = 2_000_000
+
+
+def _load_input(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
+                progress: Optional[Progress], batch: bool) -> tuple:
+    """:func:`_load_clickhouse` for an analysis over ClickHouse's input: the samples and
+    only the span rows the store refuses (their problems named as a full read names them),
+    in a store (a temporary file by default) that reads the window's spans when first asked
+    for them (:func:`_read_spans`)."""
+    return _load_clickhouse(remote, db, progress, batch, spans_read="refused",
+                            file_store=True)
+
+
+def _read_spans(remote: "urls.Remote") -> Callable[[Store], None]:
+    """What reads ``remote``'s spans into a store made by :func:`_load_input` (those rows
+    replace the refused ones read before; the samples are there already)."""
+    def fill(store: Store) -> None:
         with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
-            clickhouse.read_into(remote, Path(tmp), spans=False)
-            found = [Source(Path(tmp) / name, read.rel, read.format, parquet=True)
-                     for name, read in clickhouse.FILES.items()
-                     if (Path(tmp) / name).exists() and (Path(tmp) / name).stat().st_size]
-            store.load(Path(tmp), found=(found, []))
-        series = store.counter_series(METRICS)
-        trees = store.process_trees()
-        lags = store.loop_lags() if series is not None else None
-        counted = series is not None or trees is not None
-        separate = trees is None and not clickhouse.coupled_traces(remote)
-        parts = []
-        with gc_paused():
-            for inp in clickhouse.analysis_inputs(remote, counted, part_spans or BATCH_SPANS,
-                                                  None if separate else 1):
-                part = engine.analyze(inp, series, lags, trees)
-                part.sections.evidence.settle()  # (what holds every span of the part)
-                parts.append(part)
-            if not parts:  # (the empty store's input: no span)
-                return engine.analyze(store.analysis_input(counted), series, lags, trees)
-            return engine.in_trace_order(parts)
-    finally:
-        store.close()
+            clickhouse.read_into(remote, Path(tmp), spans=True)
+            name, read = next(iter(clickhouse.FILES.items()))
+            path = Path(tmp) / name
+            if not path.exists() or not path.stat().st_size:
+                return
+            store.load(Path(tmp), found=([Source(path, read.rel, read.format, parquet=True)],
+                                         []), repeats_by=clickhouse.REPEATS_BY)
+            store.relabel_problems({str(path): f"{remote.display} ({read.rows})"})
+    return fill
 
 
 def _discard(store: Store) -> None:
@@ -272,15 +277,23 @@ BATCH_SPANS = 500_000
 
 def _analyse(store: Store, load: LoadReport, source: str,
              notes: Sequence[str] = (), batch_spans: Optional[int] = None,
-             previous: "Optional[Analysis]" = None) -> "Analysis":
+             previous: "Optional[Analysis]" = None,
+             remote: "Optional[urls.Remote]" = None) -> "Analysis":
+    """The analysis of what ``store`` holds; with ``remote``, of that ClickHouse window, whose
+    spans ``store`` does not hold (its samples and the rows it refused only:
+    :func:`_load_input`): their input is computed in ClickHouse, a part at a time, and the
+    spans are read into ``store`` only when something asks for them (:class:`_StoreRef`)."""
     series = store.counter_series(METRICS)
     trees = store.process_trees()
     counted = series is not None or trees is not None
     lags = store.loop_lags() if series is not None else None
-    separate = trees is None and not store.coupled_traces()
+    separate = trees is None and not (store.coupled_traces() if remote is None
+                                      else clickhouse.coupled_traces(remote))
     marks = store.marks()
     touched = fresh = before = None
-    if (previous is not None and separate and previous._marks is not None
+    if remote is not None:
+        pass  # (each analysis of a window reads it whole)
+    elif (previous is not None and separate and previous._marks is not None
             and store.path is not None and previous._store.path == store.path
             and store.saved_marks() == previous._marks):
         touched = store.touched_traces(previous._marks, METRICS, MAX_HOLD_NS)
@@ -302,10 +315,18 @@ def _analyse(store: Store, load: LoadReport, source: str,
             else:
                 fresh = engine.part(before, 0, 0)
             fleet = engine.merged(before, fresh, touched)
+        elif remote is not None:
+            counts: dict = {}
+            fleet = _fleet(clickhouse.analysis_inputs(
+                remote, counted, batch_spans or BATCH_SPANS, None if separate else 1, counts),
+                series, lags, trees, in_order=False,
+                empty=lambda: store.analysis_input(with_counters=counted))
+            load = _with_input_counts(load, counts)
         else:
-            fleet = _fleet(store, counted, series, lags, trees,
-                           store.trace_batches(batch_spans or BATCH_SPANS) if separate
-                           else [(None, None)])
+            batches = store.trace_batches(batch_spans or BATCH_SPANS) if separate \
+                else [(None, None)]
+            fleet = _fleet((store.analysis_input(with_counters=counted, traces=traces)
+                            for traces in batches), series, lags, trees)
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:
@@ -323,8 +344,9 @@ def _analyse(store: Store, load: LoadReport, source: str,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
     warnings = list(notes) + own + _load_warnings(store, load, source, len(fleet.tasks))
     analysed = len(fleet.tasks) if touched is None else len(touched)
+    ref = _StoreRef(store, None if remote is None else _read_spans(remote))
     return Analysis(source, fleet.tasks, fleet.sections, summary, problems, load,
-                    tuple(warnings), _StoreRef(store), marks, fleet.warnings, analysed)
+                    tuple(warnings), ref, marks, fleet.warnings, analysed)
 
 
 def _saved(store: Store, counted: bool) -> tuple:
@@ -336,18 +358,33 @@ def _saved(store: Store, counted: bool) -> tuple:
     return (None, None) if saved is None else (saved, touched)
 
 
-def _fleet(store: Store, counted: bool, series: Any, lags: Any, trees: Any,
-           batches: list) -> Fleet:
-    """Every trace analysed, a batch at a time (each batch's evidence made and its spans let
-    go where there are several), and the batches joined."""
+def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, in_order: bool = True,
+           empty: Any = None) -> Fleet:
+    """Every trace of ``inputs`` (AnalysisInputs: batches of traces in trace order, or, not
+    ``in_order``, parts in any order) analysed a part at a time (where there are several,
+    each part's evidence made and its spans let go before the next is read), and the parts
+    joined. ``empty``: the input to analyse where ``inputs`` yields none."""
     parts = []
-    for traces in batches:
-        part = engine.analyze(store.analysis_input(with_counters=counted, traces=traces),
-                              series, lags, trees)
-        if len(batches) > 1:
-            part.sections.evidence.settle()  # (what holds every span of the batch)
-        parts.append(part)
-    return parts[0] if len(parts) == 1 else engine.joined(parts)
+    for inp in inputs:
+        if parts:  # (what holds every span of the part)
+            parts[-1].sections.evidence.settle()
+        parts.append(engine.analyze(inp, series, lags, trees))
+    if not parts:
+        return engine.analyze(empty(), series, lags, trees)
+    if len(parts) == 1:
+        return parts[0]
+    parts[-1].sections.evidence.settle()
+    return engine.joined(parts) if in_order else engine.in_trace_order(parts)
+
+
+def _with_input_counts(load: LoadReport, counts: dict) -> LoadReport:
+    """The load report of a window analysed over ClickHouse's input (``counts``:
+    :func:`.clickhouse.analysis_inputs`'), as reading its spans into the store would have
+    made it: its spans added, the rows of a span id already seen counted as duplicates (the
+    file of span rows is counted already: its refused rows were loaded)."""
+    spans, rows = counts.get("spans", 0), counts.get("rows", 0)
+    return dataclasses.replace(load, spans_added=load.spans_added + spans,
+                               duplicates=load.duplicates + rows - spans)
 
 
 def _load_warnings(store: Store, load: LoadReport, source: str, tasks: int) -> list:
@@ -381,15 +418,36 @@ class _StoreRef:
     for a store in memory, the open store itself (until closed; a temporary file is removed
     then)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, fill: "Optional[Callable[[Store], None]]" = None) -> None:
         self.path = store.path
         self.store = store if store.path is None else None
         # a temporary store's directory: removed at close(), or when the last analysis that
         # reads it is let go
         self.temporary = store.temporary
+        # what puts the spans into a store that holds none yet (an analysis over ClickHouse's
+        # input): run once, before the store is first read
+        self._fill = fill
+        self._filling = threading.Lock()
+
+    def _filled(self) -> None:
+        with self._filling:
+            if self._fill is None:
+                return
+            if self.path is None:
+                if self.store is None:
+                    raise ValueError("this analysis' store was closed (Analysis.close())")
+                self._fill(self.store)
+            else:
+                store = Store(self.path)
+                try:
+                    self._fill(store)
+                finally:
+                    store.close()
+            self._fill = None
 
     @contextlib.contextmanager
     def open(self) -> Iterator[Store]:
+        self._filled()
         if self.path is None:
             if self.store is None:
                 raise ValueError("this analysis' store was closed (Analysis.close())")
@@ -404,6 +462,7 @@ class _StoreRef:
     def read(self, statement: str, frame: bool) -> object:
         """A user's statement (:meth:`Store.read`): a store in a file is opened for it alone,
         read-only and locked down (store/user_sql.py); one in memory reads its copy."""
+        self._filled()
         if self.path is None:
             if self.store is None:
                 raise ValueError("this analysis' store was closed (Analysis.close())")

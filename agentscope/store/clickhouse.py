@@ -348,25 +348,32 @@ def _parquet_settings(con: "Connection") -> str:
     return ", ".join(f"{name} = {value}" for name, value in _PARQUET.items() if name in known)
 
 
-def read_into(remote: Remote, directory: Path, spans: bool = True) -> tuple:
+def read_into(remote: Remote, directory: Path, spans: "bool | str" = True) -> tuple:
     """Write ``remote``'s spans (whole traces in its window) and the samples over their time
     into ``directory`` as Parquet files of the span and sample files' fields (:data:`FILES`;
     ``Source.parquet``), for the store to load (with ``repeats_by=`` :data:`REPEATS_BY`):
     (spans, samples) written. chdb writes them itself, in its own process (:class:`_Apart`:
     its engine's memory is given back before the analysis). Parquet rather than JSON lines:
     at 1M spans the store loads it in 0.4 s instead of 1.4 s (benchmarks/RESULTS.md).
-    Without ``spans``, the samples alone (spans: None)."""
+    Without ``spans``, the samples alone (spans: None); with ``spans="refused"``, of the
+    spans only the rows the store would refuse (for their problems: an analysis over
+    ClickHouse's input, :func:`analysis_inputs`, has the others)."""
     with _reading(remote) as (con, table):
         directory.mkdir(parents=True, exist_ok=True)
         span_file, sample_file = FILES
         settings = _parquet_settings(con)
         n_spans = None
-        if spans:
+        if spans == "refused":
+            con.to_file(f"SELECT {_flat_columns()} FROM "
+                        f"({_valid_spans(remote, table, None, '*', refused=True)})", "Parquet",
+                        directory / span_file, settings)
+            n_spans = _rows(directory / span_file, remote)
+        elif spans:
             con.to_file(spans_query(remote, table, flat=True), "Parquet",
                         directory / span_file, settings)
             n_spans = _rows(directory / span_file, remote)
         n_samples = 0
-        if n_spans != 0 and _exists(con, remote, remote.samples):
+        if (n_spans != 0 or spans == "refused") and _exists(con, remote, remote.samples):
             samples = directory / sample_file
             con.to_file(_samples_query(remote, _bounds(con, remote, table)), "Parquet",
                         samples, settings)
@@ -412,12 +419,22 @@ def window_state(remote: Remote) -> tuple:
     return tuple(state)
 
 
+def window_spans(remote: Remote) -> int:
+    """The rows of ``remote``'s table with a time in its window (its traces' spans outside
+    it not counted): how large an analysis of it is."""
+    with _reading(remote, columns=False) as (con, _):
+        return _window_rows(con, remote)
+
+
+def _window_rows(con: Connection, remote: Remote) -> int:
+    return int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
+                        f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
+
+
 def _parts(con: Connection, remote: Remote, part_spans: int) -> int:
     """In how many parts (traces split by the hash of their id) ``remote``'s window is read
     for each to hold about ``part_spans`` spans: by the count of the spans in the window."""
-    rows = int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
-                        f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
-    return max(1, -(-rows // max(int(part_spans), 1)))
+    return max(1, -(-_window_rows(con, remote) // max(int(part_spans), 1)))
 
 
 def _rows(path: Path, remote: Remote) -> int:
@@ -456,10 +473,11 @@ def path_query(remote: Remote, table: "str | None" = None,
 
 
 def _valid_spans(remote: Remote, table: "str | None", part: "tuple | None",
-                 columns: str) -> str:
+                 columns: str, refused: bool = False) -> str:
     """The SELECT of ``columns`` of the rows of :func:`spans_query` that the store would
-    load (path_spans.sql)."""
+    load (path_spans.sql); ``refused``: of those it would refuse instead."""
     return _sql("path_spans.sql").format(columns=columns, spans=spans_query(remote, table, part),
+                                         refused="NOT" if refused else "",
                                          min_epoch_ns=MIN_EPOCH_NS, max_epoch_ns=MAX_EPOCH_NS)
 
 
@@ -766,13 +784,15 @@ INPUT_SETTINGS = "join_use_nulls = 1"
 
 
 def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
-                    part_spans: int = PART_SPANS, parts: "int | None" = None) -> Iterator[Any]:
+                    part_spans: int = PART_SPANS, parts: "int | None" = None,
+                    counts: "dict | None" = None) -> Iterator[Any]:
     """What the analyzers read of every span of ``remote``'s window, computed in ClickHouse:
     one :class:`~agentscope.store.schema.AnalysisInput` (with the host of each span where
     ``with_counters``) per part of about ``part_spans`` spans (traces split by the hash of
     their id; ``parts``: that many instead), its rows and trace numbers from 0 as those of
     a batch of the embedded store's. Only these columns travel, through a Parquet file per
-    part."""
+    part. ``counts`` (a dict), when given, gets ``rows``: the rows the store would have
+    loaded (a span id on several rows counted each time), and ``spans``: the spans."""
     import duckdb
 
     from .schema import input_of_columns
@@ -792,6 +812,9 @@ def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
                     for step in steps:
                         con.text(step, "", INPUT_SETTINGS)
                     con.to_file(rows, "Parquet", out, settings)
+                    if counts is not None:
+                        counts["rows"] = counts.get("rows", 0) + int(con.text(
+                            "SELECT count() FROM agentscope_staged", "TabSeparated") or 0)
                 finally:
                     for name in TEMPORARY_TABLES:
                         con.command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
@@ -801,6 +824,8 @@ def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
                     arrays = db.execute("SELECT * FROM read_parquet(?)",
                                         [str(out)]).fetchnumpy()
                 out.unlink()
+                if counts is not None:
+                    counts["spans"] = counts.get("spans", 0) + len(arrays["idx"])
                 if not len(arrays["idx"]):  # (no span in this part)
                     continue
                 if not with_counters:
