@@ -46,7 +46,10 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     results there (the ``tasks`` and ``critical_path`` views) and return them.
 
     ``source``: a trace directory (every trace file below it, in any format agentscope reads,
-    detected by content: docs/file-formats.md) or a single trace file.
+    detected by content: docs/file-formats.md), a single trace file, or a ClickHouse URL
+    (docs/clickhouse.md: a window of more than :data:`INPUT_SPANS` spans is analysed over
+    the input ClickHouse computes, and its spans are read into the store only when
+    something asks for them).
     ``db``: the DuckDB file [default: ``SOURCE/.agentscope/agentscope.duckdb`` for a directory,
     in memory for a single file, for a directory with no trace file, and, with a warning, for
     one where ``.agentscope/`` cannot be made]; ``":memory:"`` keeps the store in memory (call
@@ -72,11 +75,12 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     and the rest is analysed.
     """
     remote = urls.parse(source) if urls.is_url(source) else None
-    if remote is not None and clickhouse.window_spans(remote) > INPUT_SPANS:
-        store, load, notes, _ = _load_input(remote, db, progress, batch)
+    if remote is not None:  # (over ClickHouse's input above INPUT_SPANS spans)
+        store, load, notes, over_input = _load_clickhouse(remote, db, progress, batch,
+                                                          input_above=INPUT_SPANS)
+        remote = remote if over_input else None
     else:
         store, load, notes = _load(source, db, progress, batch)
-        remote = None
     try:
         analysis = _analyse(store, load, _name(source), notes, previous=previous,
                             remote=remote)
@@ -161,19 +165,21 @@ FILE_STORE_SPANS = 1_000_000
 
 def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
                      progress: Optional[Progress], batch: bool,
-                     spans_read: "bool | str" = True, file_store: bool = False) -> tuple:
+                     input_above: Optional[int] = None) -> tuple:
     """:func:`_load` of a ClickHouse source: its spans (whole traces in its window) and the
     samples over their time, read as Parquet files of the span and sample files' fields
     (``Source.parquet``) and loaded into the store (``db``; default: in memory, or, for a
-    window of more than :data:`FILE_STORE_SPANS` spans or with ``file_store``, a temporary
-    file removed with the last analysis that reads it). A problem names the URL and the row
-    (its number in what was read). ``spans_read``: which spans are read
-    (:func:`.clickhouse.read_into`'s ``spans``): all, or, "refused", only the rows the store
-    refuses (:func:`_load_input`). The fourth item returned: the span rows read."""
+    window of more than :data:`FILE_STORE_SPANS` spans, a temporary file removed with the last
+    analysis that reads it). A problem names the URL and the row (its number in what was
+    read). ``input_above``: for a window of more spans than that (its rows with a time in
+    it), the spans are not read, only the rows the store refuses (for their problems): the
+    analysis is to run over ClickHouse's input (:func:`_analyse`), and the store (a temporary
+    file by default) reads the spans when first asked (:func:`_read_spans`). The fourth
+    item returned: whether it is so."""
     with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
-        spans, _ = clickhouse.read_into(remote, Path(tmp), spans=spans_read)
+        spans, _, over_input = clickhouse.read_into(remote, Path(tmp), input_above=input_above)
         temporary = None
-        if db is None and (spans > FILE_STORE_SPANS or file_store):
+        if db is None and (spans > FILE_STORE_SPANS or over_input):
             temporary = tempfile.TemporaryDirectory(prefix="agentscope-store-")
             db = Path(temporary.name) / "store.duckdb"
         store = Store(MEMORY if db is None else db, keep_freed_blocks=batch)
@@ -195,7 +201,7 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         store.relabel_problems(labels)
         for problem in load.problems:
             problem.path = labels.get(problem.path, problem.path)
-    return store, load, [], spans
+    return store, load, [], over_input
 
 
 # spans of a ClickHouse window (its rows with a time in it) from which `analyze` computes the
@@ -204,22 +210,13 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
 INPUT_SPANS = 2_000_000
 
 
-def _load_input(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
-                progress: Optional[Progress], batch: bool) -> tuple:
-    """:func:`_load_clickhouse` for an analysis over ClickHouse's input: the samples and
-    only the span rows the store refuses (their problems named as a full read names them),
-    in a store (a temporary file by default) that reads the window's spans when first asked
-    for them (:func:`_read_spans`)."""
-    return _load_clickhouse(remote, db, progress, batch, spans_read="refused",
-                            file_store=True)
-
-
 def _read_spans(remote: "urls.Remote") -> Callable[[Store], None]:
-    """What reads ``remote``'s spans into a store made by :func:`_load_input` (those rows
-    replace the refused ones read before; the samples are there already)."""
+    """What reads ``remote``'s spans into a store that :func:`_load_clickhouse` made for an
+    analysis over ClickHouse's input (those rows replace the refused ones read before; the
+    samples are there already)."""
     def fill(store: Store) -> None:
         with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
-            clickhouse.read_into(remote, Path(tmp), spans=True)
+            clickhouse.read_into(remote, Path(tmp), samples=False)
             name, read = next(iter(clickhouse.FILES.items()))
             path = Path(tmp) / name
             if not path.exists() or not path.stat().st_size:
@@ -281,8 +278,9 @@ def _analyse(store: Store, load: LoadReport, source: str,
              remote: "Optional[urls.Remote]" = None) -> "Analysis":
     """The analysis of what ``store`` holds; with ``remote``, of that ClickHouse window, whose
     spans ``store`` does not hold (its samples and the rows it refused only:
-    :func:`_load_input`): their input is computed in ClickHouse, a part at a time, and the
-    spans are read into ``store`` only when something asks for them (:class:`_StoreRef`)."""
+    :func:`_load_clickhouse` with ``input_above``): their input is computed in ClickHouse,
+    a part at a time, and the spans are read into ``store`` only when something asks for
+    them (:class:`_StoreRef`)."""
     series = store.counter_series(METRICS)
     trees = store.process_trees()
     counted = series is not None or trees is not None
@@ -319,14 +317,14 @@ def _analyse(store: Store, load: LoadReport, source: str,
             counts: dict = {}
             fleet = _fleet(clickhouse.analysis_inputs(
                 remote, counted, batch_spans or BATCH_SPANS, None if separate else 1, counts),
-                series, lags, trees, in_order=False,
+                series, lags, trees, settle=True, in_order=False,
                 empty=lambda: store.analysis_input(with_counters=counted))
             load = _with_input_counts(load, counts)
         else:
             batches = store.trace_batches(batch_spans or BATCH_SPANS) if separate \
                 else [(None, None)]
             fleet = _fleet((store.analysis_input(with_counters=counted, traces=traces)
-                            for traces in batches), series, lags, trees)
+                            for traces in batches), series, lags, trees, len(batches) > 1)
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:
@@ -358,22 +356,24 @@ def _saved(store: Store, counted: bool) -> tuple:
     return (None, None) if saved is None else (saved, touched)
 
 
-def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, in_order: bool = True,
-           empty: Any = None) -> Fleet:
+def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
+           in_order: bool = True, empty: Any = None) -> Fleet:
     """Every trace of ``inputs`` (AnalysisInputs: batches of traces in trace order, or, not
-    ``in_order``, parts in any order) analysed a part at a time (where there are several,
-    each part's evidence made and its spans let go before the next is read), and the parts
-    joined. ``empty``: the input to analyse where ``inputs`` yields none."""
+    ``in_order``, parts in any order) analysed a part at a time, and the parts joined.
+    ``settle`` (where there are several parts, or may be): each part's evidence made and its
+    spans let go before the next is read. ``empty``: the input to analyse where ``inputs``
+    yields none."""
     parts = []
     for inp in inputs:
-        if parts:  # (what holds every span of the part)
-            parts[-1].sections.evidence.settle()
-        parts.append(engine.analyze(inp, series, lags, trees))
+        part = engine.analyze(inp, series, lags, trees)
+        del inp
+        if settle:
+            part.sections.evidence.settle()  # (what holds every span of the part)
+        parts.append(part)
     if not parts:
         return engine.analyze(empty(), series, lags, trees)
     if len(parts) == 1:
         return parts[0]
-    parts[-1].sections.evidence.settle()
     return engine.joined(parts) if in_order else engine.in_trace_order(parts)
 
 

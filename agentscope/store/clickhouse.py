@@ -348,37 +348,39 @@ def _parquet_settings(con: "Connection") -> str:
     return ", ".join(f"{name} = {value}" for name, value in _PARQUET.items() if name in known)
 
 
-def read_into(remote: Remote, directory: Path, spans: "bool | str" = True) -> tuple:
+def read_into(remote: Remote, directory: Path, input_above: "int | None" = None,
+              samples: bool = True) -> tuple:
     """Write ``remote``'s spans (whole traces in its window) and the samples over their time
     into ``directory`` as Parquet files of the span and sample files' fields (:data:`FILES`;
     ``Source.parquet``), for the store to load (with ``repeats_by=`` :data:`REPEATS_BY`):
-    (spans, samples) written. chdb writes them itself, in its own process (:class:`_Apart`:
-    its engine's memory is given back before the analysis). Parquet rather than JSON lines:
-    at 1M spans the store loads it in 0.4 s instead of 1.4 s (benchmarks/RESULTS.md).
-    Without ``spans``, the samples alone (spans: None); with ``spans="refused"``, of the
-    spans only the rows the store would refuse (for their problems: an analysis over
-    ClickHouse's input, :func:`analysis_inputs`, has the others)."""
+    (spans, samples written, over_input). chdb writes them itself, in its own process
+    (:class:`_Apart`: its engine's memory is given back before the analysis). Parquet rather
+    than JSON lines: at 1M spans the store loads it in 0.4 s instead of 1.4 s
+    (benchmarks/RESULTS.md). Without ``samples``, the spans alone. ``input_above``: where
+    the window holds more span rows than that (its rows with a time in it), of the spans only
+    the rows the store would refuse (for their problems: the analysis runs over
+    :func:`analysis_inputs`, which has the others), and over_input is True."""
     with _reading(remote) as (con, table):
         directory.mkdir(parents=True, exist_ok=True)
         span_file, sample_file = FILES
         settings = _parquet_settings(con)
-        n_spans = None
-        if spans == "refused":
+        over_input = input_above is not None and _window_rows(con, remote) > input_above
+        n_spans = 0
+        if over_input:
             con.to_file(f"SELECT {_flat_columns()} FROM "
                         f"({_valid_spans(remote, table, None, '*', refused=True)})", "Parquet",
                         directory / span_file, settings)
             n_spans = _rows(directory / span_file, remote)
-        elif spans:
+        else:
             con.to_file(spans_query(remote, table, flat=True), "Parquet",
                         directory / span_file, settings)
             n_spans = _rows(directory / span_file, remote)
         n_samples = 0
-        if (n_spans != 0 or spans == "refused") and _exists(con, remote, remote.samples):
-            samples = directory / sample_file
+        if samples and (n_spans or over_input) and _exists(con, remote, remote.samples):
             con.to_file(_samples_query(remote, _bounds(con, remote, table)), "Parquet",
-                        samples, settings)
-            n_samples = _rows(samples, remote)
-        return n_spans, n_samples
+                        directory / sample_file, settings)
+            n_samples = _rows(directory / sample_file, remote)
+        return n_spans, n_samples, over_input
 
 
 @contextlib.contextmanager
@@ -417,13 +419,6 @@ def window_state(remote: Remote) -> tuple:
                 f"SELECT count(), max(toUnixTimestamp64Nano(Timestamp)) FROM "
                 f"{remote.quoted(table)} WHERE {near}", "TabSeparated").split()))
     return tuple(state)
-
-
-def window_spans(remote: Remote) -> int:
-    """The rows of ``remote``'s table with a time in its window (its traces' spans outside
-    it not counted): how large an analysis of it is."""
-    with _reading(remote, columns=False) as (con, _):
-        return _window_rows(con, remote)
 
 
 def _window_rows(con: Connection, remote: Remote) -> int:
