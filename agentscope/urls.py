@@ -2,7 +2,10 @@
 ``clickhouse://[user[:password]@]host[:port]/database`` (a server, over HTTP), each with
 ``?table=`` (the spans table; default ``otel_traces``), ``samples=`` (agentscope's samples
 table; default ``agentscope_samples``), ``since=`` and ``until=`` (ISO 8601 times, epoch
-seconds, or durations before now: ``1h``) and ``service=``. Parsed here, read by
+seconds, or durations before now: ``1h``), ``service=`` and ``input=`` (``store``, the
+default: the window's spans are read into the embedded store and analysed there;
+``clickhouse``: the analysis' input is computed in ClickHouse, docs/clickhouse.md). Parsed
+here, read by
 :mod:`agentscope.store.clickhouse`. Credentials come from the URL or from
 ``CLICKHOUSE_USER`` / ``CLICKHOUSE_PASSWORD``; what outputs show of a URL
 (:attr:`Remote.display`) never holds a password.
@@ -23,6 +26,7 @@ from .errors import StoreError
 SCHEMES = ("chdb", "clickhouse")
 DEFAULT_TABLE = "otel_traces"
 DEFAULT_SAMPLES = "agentscope_samples"
+INPUTS = ("store", "clickhouse")  # where the analysis' input is computed (?input=)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # the last second a signed 64-bit count of nanoseconds holds (2262-04-11), less a day: a
 # window is widened by a day either side
@@ -45,6 +49,7 @@ class Remote(NamedTuple):
     until: Optional[int]
     service: Optional[str]
     moving: bool = False  # since or until given as a duration before now: moves with the clock
+    input: str = "store"  # store | clickhouse: where the analysis' input is computed
 
     @property
     def display(self) -> str:
@@ -106,10 +111,11 @@ def parse(source: str) -> Remote:
     if scheme not in SCHEMES:
         raise StoreError(f"not a ClickHouse URL (chdb:// or clickhouse://): {scheme}://...")
     query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
-    unknown = sorted(set(query) - {"table", "samples", "since", "until", "service"})
+    unknown = sorted(set(query) - {"table", "samples", "since", "until", "service", "input"})
     if unknown:
         raise StoreError(f"unknown option{'s' if len(unknown) > 1 else ''} in the ClickHouse "
-                         f"URL: {', '.join(unknown)} (table, samples, since, until, service)")
+                         f"URL: {', '.join(unknown)} (table, samples, since, until, service, "
+                         "input)")
 
     def one(key: str, default: Optional[str] = None) -> Optional[str]:
         values = query.get(key)
@@ -125,12 +131,16 @@ def parse(source: str) -> Remote:
     if since is not None and until is not None and until <= since:
         raise StoreError("the ClickHouse URL's until is not after its since")
     service = one("service")
+    where = one("input", "store")
+    if where not in INPUTS:
+        raise StoreError(f"the ClickHouse URL's input is {' or '.join(INPUTS)}, not "
+                         f"{where!r}")
     if scheme == "chdb":
         path = urllib.parse.unquote(url.netloc + url.path)
         if not path:
             raise StoreError("a chdb URL names a data directory: chdb://PATH?table=otel_traces")
         return Remote("chdb", path, None, None, "default", table, samples, None, None, since,
-                      until, service, moving)
+                      until, service, moving, where)
     database = url.path.strip("/") or "default"
     if not _NAME.match(database):
         raise StoreError(f"the database name in the ClickHouse URL must be letters, digits "
@@ -149,7 +159,7 @@ def parse(source: str) -> Remote:
         password = _PASSWORDS.get((url.hostname, port, user or ""),
                                   os.environ.get("CLICKHOUSE_PASSWORD"))
     return Remote("clickhouse", None, url.hostname, port, database, table, samples, user,
-                  password, since, until, service, moving)
+                  password, since, until, service, moving, where)
 
 
 # a duration as Prometheus writes one (1h, 30m, 1h30m, 7d, 1w), meaning "that long ago"

@@ -3,8 +3,8 @@
 Generated span files of N million spans (gen_traces.py, 97 spans a task) are written into an
 `otel_traces` table in chdb by `agentscope export clickhouse` (its time reported too), then
 each CLI runs in a child process with a fresh store, interleaved: wall time and peak RSS of the
-process (the launcher of analyze_throughput.py). Up to core.INPUT_SPANS spans (2M) the chdb
-path selects the spans in ClickHouse and analyses them in the embedded store; above, the
+process (the launcher of analyze_throughput.py). The chdb path selects the spans in
+ClickHouse and analyses them in the embedded store; with ``&input=clickhouse`` the
 classifier's input is computed in ClickHouse and analysed a part at a time
 (docs/clickhouse.md). The issue's target: chdb at least as fast as DuckDB at 5M spans, below
 1.5 GB at 20M. Beside them,
@@ -14,12 +14,13 @@ Python process to its per-trace rows in Python. With ``--samples HZ`` a collecto
 lie beside the spans (in the directory and in a samples table), every CLI reads them, and the
 walk runs a second time with the counters' means over each section joined in ClickHouse too
 (section_counters.sql): the walk alone is that row's baseline. "over ClickHouse's input" is
-`analyze chdb://...` with the classifier's input computed in ClickHouse
-(store/sql/clickhouse/analysis_input.sql), as it runs for a window of more than
-``core.INPUT_SPANS`` spans, at every size: the two `analyze` rows above it are its baselines.
+`analyze chdb://...&input=clickhouse`, with the classifier's input computed in ClickHouse
+(store/sql/clickhouse/analysis_input.sql): the two `analyze` rows above it are its
+baselines.
 
     python benchmarks/clickhouse_scale.py --millions 1 --runs 3 [--baseline ../other-tree]
     python benchmarks/clickhouse_scale.py --millions 1 --runs 3 --samples 1
+    python benchmarks/clickhouse_scale.py --millions 20 --runs 1 --analyze-only
 """
 
 from __future__ import annotations
@@ -55,15 +56,6 @@ def walk_in_clickhouse(url: str, work: Path, counters: bool = False,
                      "from agentscope.analyzers.counters import COUNTER_JOIN; "
                      f"paths = clickhouse.critical_paths(sys.argv[1]{join}); assert paths",
                      url], work, tree)
-
-
-def over_input(url: str, work: Path) -> tuple:
-    """(wall s, peak RSS MB) of `agentscope analyze URL` over the analysis' input computed in
-    ClickHouse (as it runs for a window of more than ``core.INPUT_SPANS`` spans, that
-    threshold set to 0 here), its output discarded."""
-    return launched([sys.executable, "-c", "import sys; from agentscope.analysis import core; "
-                     "core.INPUT_SPANS = 0; from agentscope.cli import main; "
-                     "main(sys.argv[1:])", "analyze", url, "-q"], work)
 
 
 # the counters a collector beside the agents samples (--samples): host CPU, pressure, run
@@ -124,6 +116,8 @@ def main() -> int:
     ap.add_argument("--samples", type=float, default=0.0, metavar="HZ",
                     help="also a collector's samples beside the spans, HZ a second for 5 "
                          "counters, and the walk joins them in ClickHouse [0: none]")
+    ap.add_argument("--analyze-only", action="store_true",
+                    help="only the analyze rows (no walk in ClickHouse): for the largest sizes")
     args = ap.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "agentscope")],
                    check=True, stdout=subprocess.DEVNULL)
@@ -156,10 +150,12 @@ def main() -> int:
                 got["duckdb"].append(cli(["analyze", str(directory), "--db", str(db), "-q"],
                                          work))
                 got["chdb"].append(cli(["analyze", url, "-q"], work))
-                got["input"].append(over_input(url, work))
+                got["input"].append(cli(["analyze", url + "&input=clickhouse", "-q"], work))
                 if args.baseline:
                     got["baseline"].append(cli(["analyze", url, "-q"], work,
                                                Path(args.baseline).resolve()))
+                if args.analyze_only:
+                    continue
                 got["walk"].append(walk_in_clickhouse(url, work))
                 if args.baseline:
                     got["baseline walk"].append(walk_in_clickhouse(

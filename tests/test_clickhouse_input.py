@@ -4,8 +4,8 @@ of the same window: every column of every row equal, on sample_traces/, on rando
 walk's: orphans, cycles, repeated ids, rows the store refuses) and on random spans with the
 attributes the classifier reads (accounting, errors and timeouts, server-reported latencies,
 endpoints, stages from the conventions); and the analysis over it
-(``agentscope.analyze(URL)`` of a window of more than ``core.INPUT_SPANS`` spans) equal to
-its analysis over the spans read into the store, whole and in parts."""
+(``agentscope.analyze(URL&input=clickhouse)``) equal to its analysis over the spans read
+into the store, whole and in parts."""
 
 from __future__ import annotations
 
@@ -73,16 +73,15 @@ def _results(analysis) -> tuple:
 
 
 def _assert_same_analysis(url: str, monkeypatch, part_spans: "int | None" = None) -> int:
-    """agentscope.analyze of ``url`` over ClickHouse's input (as it runs for a window of
-    more than core.INPUT_SPANS spans; parts of ``part_spans``) finds and says what it does
-    over the spans read into the store, and its store reads the spans when asked."""
+    """agentscope.analyze of ``url`` over ClickHouse's input (``&input=clickhouse``; parts
+    of ``part_spans``) finds and says what it does over the spans read into the store, and
+    its store reads the spans when asked."""
     with agentscope.analyze(url) as direct:
         want = _results(direct)
         spans = direct.query_rows("SELECT count(*), count(DISTINCT trace_id) FROM spans")[1]
-    monkeypatch.setattr(core, "INPUT_SPANS", 0)
     if part_spans is not None:
         monkeypatch.setattr(core, "BATCH_SPANS", part_spans)
-    with agentscope.analyze(url) as over_input:
+    with agentscope.analyze(url + "&input=clickhouse") as over_input:
         assert over_input.query_rows("SELECT count(*) FROM task_results")[1][0][0] == \
             len(want[0]["trace_id"])
         got = _results(over_input)
@@ -225,13 +224,12 @@ def test_an_event_loop_couples_the_traces(tmp_path, monkeypatch):
     assert _assert_same_analysis(url, monkeypatch, part_spans=1) == 3
 
 
-def test_an_empty_window_gives_no_input_and_no_task(tmp_path, monkeypatch):
+def test_an_empty_window_gives_no_input_and_no_task(tmp_path):
     rows = [dict(trace_id=f"{1:032x}", span_id=f"{1:016x}", parent_span_id=None, name="t",
                  kind="internal", start_ns=T0, end_ns=T0 + 10)]
     url = _exported(tmp_path, rows) + "&service=nobody"
     assert list(clickhouse.analysis_inputs(url)) == []
-    monkeypatch.setattr(core, "INPUT_SPANS", -1)
-    with agentscope.analyze(url) as empty:
+    with agentscope.analyze(url + "&input=clickhouse") as empty:
         assert empty.task_results == () and not empty.problems
 
 
@@ -253,3 +251,10 @@ def test_an_orphan_is_adopted_by_the_innermost_enclosing_root(tmp_path):
     rows_of = {s: k for k, s in enumerate(inp.span_id.tolist())}
     assert inp.parent_idx[rows_of[f"{9:016x}"]] == rows_of[f"{3:016x}"]
     assert inp.parent_idx[rows_of[f"{10:016x}"]] == rows_of[f"{2:016x}"]
+
+
+def test_the_input_option_of_a_url():
+    assert clickhouse.parse("chdb:///x?table=t").input == "store"
+    assert clickhouse.parse("chdb:///x?table=t&input=clickhouse").input == "clickhouse"
+    with pytest.raises(agentscope.errors.StoreError, match="store or clickhouse, not 'duckdb'"):
+        clickhouse.parse("chdb:///x?input=duckdb")

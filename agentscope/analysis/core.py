@@ -47,9 +47,9 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
 
     ``source``: a trace directory (every trace file below it, in any format agentscope reads,
     detected by content: docs/file-formats.md), a single trace file, or a ClickHouse URL
-    (docs/clickhouse.md: a window of more than :data:`INPUT_SPANS` spans is analysed over
-    the input ClickHouse computes, and its spans are read into the store only when
-    something asks for them).
+    (docs/clickhouse.md; with ``?input=clickhouse`` the window is analysed over the input
+    ClickHouse computes, and its spans are read into the store only when something asks for
+    them).
     ``db``: the DuckDB file [default: ``SOURCE/.agentscope/agentscope.duckdb`` for a directory,
     in memory for a single file, for a directory with no trace file, and, with a warning, for
     one where ``.agentscope/`` cannot be made]; ``":memory:"`` keeps the store in memory (call
@@ -75,9 +75,9 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     and the rest is analysed.
     """
     remote = urls.parse(source) if urls.is_url(source) else None
-    if remote is not None:  # (over ClickHouse's input above INPUT_SPANS spans)
-        store, load, notes, over_input = _load_clickhouse(remote, db, progress, batch,
-                                                          input_above=INPUT_SPANS)
+    if remote is not None:  # (?input=clickhouse: over ClickHouse's input)
+        store, load, notes, over_input = _load_clickhouse(
+            remote, db, progress, batch, input_above=-1 if remote.input == "clickhouse" else None)
         remote = remote if over_input else None
     else:
         store, load, notes = _load(source, db, progress, batch)
@@ -202,12 +202,6 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         for problem in load.problems:
             problem.path = labels.get(problem.path, problem.path)
     return store, load, [], over_input
-
-
-# spans of a ClickHouse window (its rows with a time in it) from which `analyze` computes the
-# analysis' input in ClickHouse rather than reading the spans into the store
-# (docs/clickhouse.md): its memory then holds a part of the window at a time
-INPUT_SPANS = 2_000_000
 
 
 def _read_spans(remote: "urls.Remote") -> Callable[[Store], None]:
