@@ -481,7 +481,7 @@ def analyze(trace_dir: str, fmt: str, db: "str | None", limit: int,
     Langfuse, any-agent, Phoenix, TraceLab; gzip/zstd of any (docs/file-formats.md). Files
     loaded before are skipped; new lines of growing files are added. SOURCE may also be
     the OpenTelemetry Collector's ClickHouse table: chdb://PATH or
-    clickhouse://USER@HOST/DB, with ?table=, since=, until=, service=
+    clickhouse://USER@HOST/DB, with ?table=, since=, until=, service=, input=
     (docs/clickhouse.md; the [clickhouse] extra).
 
     \b

@@ -372,10 +372,10 @@ def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
 
 
 def _with_input_counts(load: LoadReport, counts: dict) -> LoadReport:
-    """The load report of a window analysed over ClickHouse's input (``counts``:
-    :func:`.clickhouse.analysis_inputs`'), as reading its spans into the store would have
-    made it: its spans added, the rows of a span id already seen counted as duplicates (the
-    file of span rows is counted already: its refused rows were loaded)."""
+    """The load report of a window analysed over ClickHouse's input, as reading its spans
+    into the store would have made it: its spans added, and the rows of a span id already
+    seen counted as duplicates (``counts``, as :func:`.clickhouse.analysis_inputs` fills
+    it). The file of span rows is counted already: its refused rows were loaded."""
     spans, rows = counts.get("spans", 0), counts.get("rows", 0)
     return dataclasses.replace(load, spans_added=load.spans_added + spans,
                                duplicates=load.duplicates + rows - spans)
