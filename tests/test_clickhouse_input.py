@@ -82,6 +82,9 @@ def _assert_same_analysis(url: str, monkeypatch, part_spans: "int | None" = None
     if part_spans is not None:
         monkeypatch.setattr(core, "BATCH_SPANS", part_spans)
     with agentscope.analyze(url + "&input=clickhouse") as over_input:
+        # what reads samples only does not read the spans
+        over_input.latest_samples(["system.cpu.utilization"])
+        assert over_input._store._fill is not None
         assert over_input.query_rows("SELECT count(*) FROM task_results")[1][0][0] == \
             len(want[0]["trace_id"])
         got = _results(over_input)
@@ -154,7 +157,8 @@ def _attributed_spans(rng: random.Random) -> list:
             stage = None
             if roll < 0.3:
                 attrs["gen_ai.operation.name"] = rng.choice(["chat", "execute_tool", "Chat"])
-                attrs["gen_ai.latency.time_in_queue"] = rng.choice(["0.05", " 0.2 ", "x"])
+                attrs["gen_ai.latency.time_in_queue"] = rng.choice(["0.05", " 0.2 ", "x",
+                                                                     "0.1\n"])
                 attrs["gen_ai.latency.time_in_model_prefill"] = "0.01"
                 attrs["gen_ai.latency.time_in_model_decode"] = str(rng.random())
                 attrs[rng.choice(["server.address", "url.full"])] = rng.choice(
@@ -164,9 +168,13 @@ def _attributed_spans(rng: random.Random) -> list:
                     attrs["server.port"] = "443"
             elif roll < 0.5:
                 stage = rng.choice(["tool", "inference", "env", "memory", "queue"])
-                attrs["agentscope.workers.cpu_ns"] = rng.choice(["1000", "2.6", " 7 "])
-                attrs["agentscope.children.ctx_switches.voluntary"] = str(rng.randrange(50))
-                attrs["agentscope.children.ctx_switches.involuntary"] = "3.4"
+                # (decimals where integers belong: halves round away from zero; blanks)
+                attrs["agentscope.workers.cpu_ns"] = rng.choice(["1000", "2.6", " 7 ", "2.5",
+                                                                 "0.5", "\t9\n"])
+                attrs["agentscope.children.ctx_switches.voluntary"] = rng.choice(
+                    [str(rng.randrange(50)), "2.5", "1e1"])
+                attrs["agentscope.children.ctx_switches.involuntary"] = rng.choice(
+                    ["3.4", "4.5", " 2"])
                 attrs["agentscope.children.run_delay_ns"] = "1200"
                 attrs["agentscope.children.own_cpu_ns"] = "900"
                 attrs["agentscope.cpu.thread_system_ns"] = "5000"
@@ -258,3 +266,31 @@ def test_the_input_option_of_a_url():
     assert clickhouse.parse("chdb:///x?table=t&input=clickhouse").input == "clickhouse"
     with pytest.raises(agentscope.errors.StoreError, match="store or clickhouse, not 'duckdb'"):
         clickhouse.parse("chdb:///x?input=duckdb")
+
+
+def test_text_that_is_not_utf8_reads_as_a_full_read_reads_it(tmp_path, monkeypatch):
+    # ClickHouse strings are bytes: a service, host and server address with a bad byte
+    path = tmp_path / "ch"
+    con = clickhouse._Apart(clickhouse.parse(f"chdb://{path}"))
+    try:
+        con.query(clickhouse._sql("otel_traces.sql").format(table="`default`.`otel_traces`"))
+        con.query(
+            "INSERT INTO `default`.`otel_traces` (Timestamp, TraceId, SpanId, ParentSpanId, "
+            "SpanName, SpanKind, ServiceName, ResourceAttributes, ScopeName, SpanAttributes, "
+            "Duration, StatusCode, StatusMessage, `Events.Timestamp`, `Events.Name`, "
+            "`Events.Attributes`, `Links.TraceId`, `Links.SpanId`, `Links.TraceState`, "
+            "`Links.Attributes`) VALUES "
+            f"(fromUnixTimestamp64Nano(toInt64({T0})), '{1:032x}', '{1:016x}', '', "
+            "concat('task', unhex('ff')), 'Internal', concat('svc', unhex('fe')), "
+            "map('host.name', concat('h', unhex('ff'))), '', "
+            "map('agentscope.stage', 'task', 'agentscope.lane', concat('l', unhex('c3'))), "
+            "1000, 'Unset', '', [], [], [], [], [], [], []), "
+            f"(fromUnixTimestamp64Nano(toInt64({T0 + 10})), '{1:032x}', '{2:016x}', "
+            f"'{1:016x}', 'llm', 'Client', concat('svc', unhex('fe')), map(), '', "
+            "map('gen_ai.operation.name', 'chat', 'server.address', "
+            "concat('api', unhex('ff'))), 500, 'Unset', '', [], [], [], [], [], [], [])")
+    finally:
+        con.close()
+    url = f"chdb://{path}?table=otel_traces"
+    assert _assert_same_inputs(url) == 2
+    assert _assert_same_analysis(url, monkeypatch) == 1

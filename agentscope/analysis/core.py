@@ -76,8 +76,8 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     """
     remote = urls.parse(source) if urls.is_url(source) else None
     if remote is not None:  # (?input=clickhouse: over ClickHouse's input)
-        store, load, notes, over_input = _load_clickhouse(
-            remote, db, progress, batch, input_above=-1 if remote.input == "clickhouse" else None)
+        over_input = remote.input == "clickhouse"
+        store, load, notes = _load_clickhouse(remote, db, progress, batch, over_input)
         remote = remote if over_input else None
     else:
         store, load, notes = _load(source, db, progress, batch)
@@ -130,7 +130,7 @@ def _load(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None",
     """(the store of ``source``, open; what loading what is new did; warnings about the
     store): the first half of :func:`analyze` and :func:`open_store`."""
     if urls.is_url(source):
-        return _load_clickhouse(urls.parse(source), db, progress, batch)[:3]
+        return _load_clickhouse(urls.parse(source), db, progress, batch)
     root = Path(source)
     if root.is_file():
         db = MEMORY if db is None else db
@@ -165,19 +165,19 @@ FILE_STORE_SPANS = 1_000_000
 
 def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
                      progress: Optional[Progress], batch: bool,
-                     input_above: Optional[int] = None) -> tuple:
+                     over_input: bool = False) -> tuple:
     """:func:`_load` of a ClickHouse source: its spans (whole traces in its window) and the
     samples over their time, read as Parquet files of the span and sample files' fields
     (``Source.parquet``) and loaded into the store (``db``; default: in memory, or, for a
     window of more than :data:`FILE_STORE_SPANS` spans, a temporary file removed with the last
     analysis that reads it). A problem names the URL and the row (its number in what was
-    read). ``input_above``: for a window of more spans than that (its rows with a time in
-    it), the spans are not read, only the rows the store refuses (for their problems): the
-    analysis is to run over ClickHouse's input (:func:`_analyse`), and the store (a temporary
-    file by default) reads the spans when first asked (:func:`_read_spans`). The fourth
-    item returned: whether it is so."""
+    read). ``over_input``: the spans are not read, only the rows the store refuses (for their
+    problems): the analysis is to run over ClickHouse's input (:func:`_analyse`), and the
+    store (a temporary file by default) reads the spans when first asked
+    (:func:`_read_spans`)."""
     with tempfile.TemporaryDirectory(prefix="agentscope-clickhouse-") as tmp:
-        spans, _, over_input = clickhouse.read_into(remote, Path(tmp), input_above=input_above)
+        spans, _ = clickhouse.read_into(remote, Path(tmp),
+                                        spans="refused" if over_input else "all")
         temporary = None
         if db is None and (spans > FILE_STORE_SPANS or over_input):
             temporary = tempfile.TemporaryDirectory(prefix="agentscope-store-")
@@ -201,7 +201,7 @@ def _load_clickhouse(remote: "urls.Remote", db: "str | os.PathLike[str] | None",
         store.relabel_problems(labels)
         for problem in load.problems:
             problem.path = labels.get(problem.path, problem.path)
-    return store, load, [], over_input
+    return store, load, []
 
 
 def _read_spans(remote: "urls.Remote") -> Callable[[Store], None]:
@@ -272,7 +272,7 @@ def _analyse(store: Store, load: LoadReport, source: str,
              remote: "Optional[urls.Remote]" = None) -> "Analysis":
     """The analysis of what ``store`` holds; with ``remote``, of that ClickHouse window, whose
     spans ``store`` does not hold (its samples and the rows it refused only:
-    :func:`_load_clickhouse` with ``input_above``): their input is computed in ClickHouse,
+    :func:`_load_clickhouse` with ``over_input``): their input is computed in ClickHouse,
     a part at a time, and the spans are read into ``store`` only when something asks for
     them (:class:`_StoreRef`)."""
     series = store.counter_series(METRICS)
@@ -440,8 +440,11 @@ class _StoreRef:
             self._fill = None
 
     @contextlib.contextmanager
-    def open(self) -> Iterator[Store]:
-        self._filled()
+    def open(self, spans: bool = True) -> Iterator[Store]:
+        """The store, to read (``spans``: its spans too, which are read into it first where
+        it holds none yet; without: its samples and results only)."""
+        if spans:
+            self._filled()
         if self.path is None:
             if self.store is None:
                 raise ValueError("this analysis' store was closed (Analysis.close())")
@@ -669,12 +672,12 @@ class Analysis:
     def counters_in_windows(self, windows: list, metrics: list) -> list:
         """The samples of ``metrics`` on each window's host over it: windows are (key, host,
         start_ns, end_ns); [WindowSample]."""
-        with self._store.open() as store:
+        with self._store.open(spans=False) as store:
             return store.counters_in_windows(windows, metrics)
 
     def latest_samples(self, metrics: list) -> list:
         """The latest value of each series of ``metrics``: [LatestSample]."""
-        with self._store.open() as store:
+        with self._store.open(spans=False) as store:
             return store.latest_samples(metrics)
 
     def close(self) -> None:

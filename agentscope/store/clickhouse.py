@@ -348,25 +348,23 @@ def _parquet_settings(con: "Connection") -> str:
     return ", ".join(f"{name} = {value}" for name, value in _PARQUET.items() if name in known)
 
 
-def read_into(remote: Remote, directory: Path, input_above: "int | None" = None,
+def read_into(remote: Remote, directory: Path, spans: str = "all",
               samples: bool = True) -> tuple:
     """Write ``remote``'s spans (whole traces in its window) and the samples over their time
     into ``directory`` as Parquet files of the span and sample files' fields (:data:`FILES`;
     ``Source.parquet``), for the store to load (with ``repeats_by=`` :data:`REPEATS_BY`):
-    (spans, samples written, over_input). chdb writes them itself, in its own process
+    (spans, samples written). chdb writes them itself, in its own process
     (:class:`_Apart`: its engine's memory is given back before the analysis). Parquet rather
     than JSON lines: at 1M spans the store loads it in 0.4 s instead of 1.4 s
-    (benchmarks/RESULTS.md). Without ``samples``, the spans alone. ``input_above``: where
-    the window holds more span rows than that (its rows with a time in it), of the spans only
-    the rows the store would refuse (for their problems: the analysis runs over
-    :func:`analysis_inputs`, which has the others), and over_input is True."""
+    (benchmarks/RESULTS.md). Without ``samples``, the spans alone. ``spans="refused"``: of
+    the spans only the rows the store would refuse (for their problems: the analysis runs
+    over :func:`analysis_inputs`, which has the others)."""
     with _reading(remote) as (con, table):
         directory.mkdir(parents=True, exist_ok=True)
         span_file, sample_file = FILES
         settings = _parquet_settings(con)
-        over_input = input_above is not None and _window_rows(con, remote) > input_above
         n_spans = 0
-        if over_input:
+        if spans == "refused":
             con.to_file(f"SELECT {_flat_columns()} FROM "
                         f"({_valid_spans(remote, table, None, '*', refused=True)})", "Parquet",
                         directory / span_file, settings)
@@ -376,11 +374,12 @@ def read_into(remote: Remote, directory: Path, input_above: "int | None" = None,
                         directory / span_file, settings)
             n_spans = _rows(directory / span_file, remote)
         n_samples = 0
-        if samples and (n_spans or over_input) and _exists(con, remote, remote.samples):
+        if samples and (n_spans or spans == "refused") and _exists(con, remote,
+                                                                  remote.samples):
             con.to_file(_samples_query(remote, _bounds(con, remote, table)), "Parquet",
                         directory / sample_file, settings)
             n_samples = _rows(directory / sample_file, remote)
-        return n_spans, n_samples, over_input
+        return n_spans, n_samples
 
 
 @contextlib.contextmanager
@@ -767,8 +766,9 @@ def input_statements(remote: Remote, table: "str | None" = None,
     from ..semconv import stage_sql
 
     spans = _valid_spans(remote, table, part, "*")
-    text = stage_sql(_sql("analysis_input.sql")).replace("{spans}", f"({spans})")
-    return [s for s in text.split(";\n\n") if s.strip()]
+    # (split before the spans go in: a service name in the window may hold the separator)
+    steps = [s for s in stage_sql(_sql("analysis_input.sql")).split(";\n\n") if s.strip()]
+    return [s.replace("{spans}", f"({spans})") for s in steps]
 
 
 # the session's temporary tables that input_statements makes
@@ -825,7 +825,10 @@ def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
                     continue
                 if not with_counters:
                     del arrays["host"]
-                yield input_of_columns(arrays)
+                inp = input_of_columns(arrays)
+                del arrays  # (held while the engine ran: every column twice)
+                yield inp
+                del inp
 
 
 def coupled_traces(remote: "Remote | str") -> bool:

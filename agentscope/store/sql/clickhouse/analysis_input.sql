@@ -4,13 +4,13 @@
 -- that path_spans.sql keeps; of a span id seen twice in a trace, the row REPEATS_BY puts
 -- first; a stage from the conventions where agentscope.stage is absent, by
 -- semconv.STAGE_RULES, as stages_from_conventions.sql gives it). Each step below is the step
--- of the same name there. Joins are on the trace (its number, its id): on a table sharded by
--- trace id, each shard's rows join with its own (docs/clickhouse.md).
--- Differences from the embedded query, on purpose: the host travels as text (the store sends
--- its position in a list) and host_hash is ClickHouse's hash of it (the analyzers only group by
--- it). Attribute text that DuckDB reads as a number and ClickHouse does not (digit separators,
--- hexadecimal) is no number here (docs/clickhouse.md). NULLs of a LEFT JOIN need
--- join_use_nulls = 1, which the caller sets.
+-- of the same name there. Joins are on the trace (its number, its id) and on row numbers of
+-- the part, in the session's temporary tables: not shard-local yet (docs/clickhouse.md).
+-- Differences from the embedded query (docs/clickhouse.md): the host travels as text (the
+-- store sends its position in a list) and host_hash is ClickHouse's hash of it (the analyzers
+-- only group by it); attribute text that DuckDB reads as a number and ClickHouse does not
+-- (digit separators, hexadecimal) is no number here; sums past 2^63 wrap; stage values are
+-- lower-cased in ASCII. NULLs of a LEFT JOIN need join_use_nulls = 1, which the caller sets.
 -- Filled by semconv.stage_sql (stage_names: the attributes the stage rules read,
 -- stage_attributes: their values lower-cased, a column each, stage_case), then the spans
 -- placeholder replaced by the valid rows (every column) in parentheses.
@@ -29,9 +29,11 @@ CREATE TEMPORARY TABLE agentscope_staged AS
         FROM (
             SELECT trace_id, span_id, parent_span_id, toValidUTF8(name) AS name,
                 stage AS given_stage, kind, start_ns, end_ns, pid, tid, thread_cpu_ns,
-                child_cpu_ns, majflt, child_majflt, vcsw, ivcsw, service, host,
-                -- the attributes the classifier reads (NULL: absent)
-                arrayMap(k -> if(mapContains(attrs, k), attrs[k], NULL), [
+                child_cpu_ns, majflt, child_majflt, vcsw, ivcsw,
+                toValidUTF8(service) AS service, toValidUTF8(host) AS host,
+                -- the attributes the classifier reads (NULL: absent); text as valid UTF-8,
+                -- bad bytes replaced, as the full read makes it (_flat_columns)
+                arrayMap(k -> if(mapContains(attrs, k), toValidUTF8(attrs[k]), NULL), [
                     'gen_ai.latency.time_in_queue', 'gen_ai.latency.time_in_model_prefill',
                     'gen_ai.latency.time_in_model_decode', 'server.address',
                     'agentscope.cpu.scope', 'agentscope.lane',
@@ -62,14 +64,33 @@ SELECT trace_id, span_id FROM agentscope_staged GROUP BY trace_id, span_id HAVIN
 -- (blanks around them; an integer from a decimal rounded)
 CREATE TEMPORARY TABLE agentscope_base AS
 SELECT * EXCEPT (a),
-    a[1] AS attr_queue_s, a[2] AS attr_prefill_s, a[3] AS attr_decode_s,
     a[4] AS attr_server_address, a[5] AS attr_cpu_scope, a[6] AS attr_lane,
-    a[7] AS attr_thread_system_ns, a[8] AS attr_child_ivcsw, a[9] AS attr_child_vcsw,
-    a[10] AS attr_other_cpu,
-    ifNull(toInt64OrNull(toString(round(toFloat64OrNull(trimBoth(a[11]))))), 0)
-        AS workers_cpu_ns,
-    a[12] AS attr_child_run_delay, a[13] AS attr_child_own_cpu,
     a[14] AS attr_server_port,
+    -- numbers: their text without blanks around it (as DuckDB casts text)
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[1]) AS attr_queue_s,
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[2]) AS attr_prefill_s,
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[3]) AS attr_decode_s,
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[7]) AS attr_thread_system_ns,
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[10]) AS attr_other_cpu,
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[12]) AS attr_child_run_delay,
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[13]) AS attr_child_own_cpu,
+    -- integers: the text as one, else a decimal rounded half away from zero (as DuckDB
+    -- casts text to BIGINT; ClickHouse's round() rounds half to even)
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[11]) AS workers_text,
+    toFloat64OrNull(workers_text) AS workers_f,
+    ifNull(coalesce(toInt64OrNull(workers_text),
+                    toInt64OrNull(toString(sign(workers_f) * floor(abs(workers_f) + 0.5)))), 0)
+        AS workers_cpu_ns,
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[9]) AS child_vcsw_text,
+    toFloat64OrNull(child_vcsw_text) AS child_vcsw_f,
+    coalesce(toInt64OrNull(child_vcsw_text),
+             toInt64OrNull(toString(sign(child_vcsw_f) * floor(abs(child_vcsw_f) + 0.5))))
+        AS attr_child_vcsw_n,
+    trim(BOTH ' \t\n\r\x0B\x0C' FROM a[8]) AS child_ivcsw_text,
+    toFloat64OrNull(child_ivcsw_text) AS child_ivcsw_f,
+    coalesce(toInt64OrNull(child_ivcsw_text),
+             toInt64OrNull(toString(sign(child_ivcsw_f) * floor(abs(child_ivcsw_f) + 0.5))))
+        AS attr_child_ivcsw_n,
     nullIf(regexpExtract(a[15], '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?([^/?#]+)', 1),
            '') AS attr_url_authority
 FROM (
@@ -161,9 +182,9 @@ SELECT s.idx AS idx, s.trace_no AS trace_no,
     toFloat64(greatest(ifNull(s.majflt, 0) + ifNull(s.child_majflt, 0)
                      - ifNull(k.kid_faults, 0), 0)) AS own_faults,
     toInt64(ifNull(s.child_cpu_ns, 0)) AS child_cpu_ns,
-    ifNull(toFloat64OrNull(trimBoth(s.attr_queue_s)), 0) AS queue_s,
-    ifNull(toFloat64OrNull(trimBoth(s.attr_prefill_s)), 0)
-        + ifNull(toFloat64OrNull(trimBoth(s.attr_decode_s)), 0) AS model_s,
+    ifNull(toFloat64OrNull(s.attr_queue_s), 0) AS queue_s,
+    ifNull(toFloat64OrNull(s.attr_prefill_s), 0)
+        + ifNull(toFloat64OrNull(s.attr_decode_s), 0) AS model_s,
     toBool(ifNull(coalesce(s.attr_server_address,
                     regexpExtract(s.attr_url_authority, '^(\\[[^\\]]*\\]|[^:]*)', 1))
            IN ('localhost', '127.0.0.1', '::1', '[::1]', '0.0.0.0'), false)) AS server_local,
@@ -171,20 +192,18 @@ SELECT s.idx AS idx, s.trace_no AS trace_no,
        coalesce(concat(s.attr_server_address, coalesce(concat(':', s.attr_server_port), '')),
                 s.attr_url_authority), NULL) AS endpoint,
     toBool(ifNull(s.attr_cpu_scope = 'loop', false)) AS loop,
-    ifNull(toFloat64OrNull(trimBoth(s.attr_thread_system_ns)), 0) AS sys_cpu,
+    ifNull(toFloat64OrNull(s.attr_thread_system_ns), 0) AS sys_cpu,
     if(s.parent_idx < 0 OR s.stage = 'task', s.attr_lane, NULL) AS lane,
     if(s.parent_idx < 0 OR s.stage = 'task', s.service, NULL) AS service,
     toInt64(s.parent_idx) AS parent_idx, toBool(s.orphan) AS orphan,
     toInt32(ifNull(s.pid, -1)) AS pid, toInt64(ifNull(s.tid, -1)) AS tid,
     toInt64(cityHash64(ifNull(s.host, '')) % 2147483647) AS host_hash,
     toInt64(ifNull(s.vcsw, 0)) AS vcsw, toInt64(ifNull(s.ivcsw, 0)) AS ivcsw,
-    ifNull(toInt64OrNull(toString(round(toFloat64OrNull(trimBoth(s.attr_child_vcsw))))), 0)
-        AS child_vcsw,
-    ifNull(toInt64OrNull(toString(round(toFloat64OrNull(trimBoth(s.attr_child_ivcsw))))), 0)
-        AS child_ivcsw,
-    ifNull(toFloat64OrNull(trimBoth(s.attr_other_cpu)), 0) AS other_cpu,
-    ifNull(toFloat64OrNull(trimBoth(s.attr_child_run_delay)), -1) AS child_run_delay,
-    ifNull(toFloat64OrNull(trimBoth(s.attr_child_own_cpu)), -1) AS child_own_cpu,
+    ifNull(s.attr_child_vcsw_n, 0) AS child_vcsw,
+    ifNull(s.attr_child_ivcsw_n, 0) AS child_ivcsw,
+    ifNull(toFloat64OrNull(s.attr_other_cpu), 0) AS other_cpu,
+    ifNull(toFloat64OrNull(s.attr_child_run_delay), -1) AS child_run_delay,
+    ifNull(toFloat64OrNull(s.attr_child_own_cpu), -1) AS child_own_cpu,
     toFloat64(greatest(s.workers_cpu_ns - ifNull(k.kid_workers, 0), 0)) AS workers_cpu,
     toInt64(ifNull(s.thread_cpu_ns, -1)) AS thread_cpu,
     toBool(s.error) AS error, toBool(s.timeout) AS timeout,
