@@ -363,16 +363,10 @@ def read_into(remote: Remote, directory: Path, spans: str = "all",
         directory.mkdir(parents=True, exist_ok=True)
         span_file, sample_file = FILES
         settings = _parquet_settings(con)
-        n_spans = 0
-        if spans == "refused":
-            con.to_file(f"SELECT {_flat_columns()} FROM "
-                        f"({_valid_spans(remote, table, None, '*', refused=True)})", "Parquet",
-                        directory / span_file, settings)
-            n_spans = _rows(directory / span_file, remote)
-        else:
-            con.to_file(spans_query(remote, table, flat=True), "Parquet",
-                        directory / span_file, settings)
-            n_spans = _rows(directory / span_file, remote)
+        query = spans_query(remote, table, flat=True) if spans != "refused" else \
+            f"SELECT {_flat_columns()} FROM ({_valid_spans(remote, table, None, '*', True)})"
+        con.to_file(query, "Parquet", directory / span_file, settings)
+        n_spans = _rows(directory / span_file, remote)
         n_samples = 0
         if samples and (n_spans or spans == "refused") and _exists(con, remote,
                                                                   remote.samples):
@@ -420,15 +414,12 @@ def window_state(remote: Remote) -> tuple:
     return tuple(state)
 
 
-def _window_rows(con: Connection, remote: Remote) -> int:
-    return int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
-                        f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
-
-
 def _parts(con: Connection, remote: Remote, part_spans: int) -> int:
     """In how many parts (traces split by the hash of their id) ``remote``'s window is read
     for each to hold about ``part_spans`` spans: by the count of the spans in the window."""
-    return max(1, -(-_window_rows(con, remote) // max(int(part_spans), 1)))
+    rows = int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
+                        f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
+    return max(1, -(-rows // max(int(part_spans), 1)))
 
 
 def _rows(path: Path, remote: Remote) -> int:
