@@ -199,3 +199,39 @@ def test_settled_evidence_says_the_same_words():
     twice = classified._classified.reasons(rows + rows)
     assert twice[:len(rows)] == twice[len(rows):]
     assert any("blocked by `embed`" in w for w in twice[len(rows):])
+
+
+def test_batched_results_hold_each_section_once(tmp_path, monkeypatch):
+    """What a large analysis keeps of its batches: the tasks read the joined sections (not
+    each batch's own, which would then be held beside them), equal names and stages are one
+    object each (a row read from the store is an object of its own), and the sections are
+    saved a chunk at a time with the same rows as at once."""
+    import gc
+    import weakref
+
+    from agentscope.analyzers import engine
+
+    _messy_traces(tmp_path, 3)
+    parts = []
+    real = engine.analyze
+
+    def kept(*args, **kwargs):
+        fleet = real(*args, **kwargs)
+        parts.append(weakref.ref(fleet.sections))
+        return fleet
+
+    monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    monkeypatch.setattr(engine, "analyze", kept)
+    monkeypatch.setattr(core, "SAVE_SECTIONS", 7)
+    batched = agentscope.analyze(tmp_path, db=":memory:")
+    monkeypatch.undo()
+    gc.collect()
+    assert len(parts) >= 5 and not any(ref() is not None for ref in parts)
+    sections = batched.sections
+    assert all(t.segments._sections is sections for t in batched.task_results)
+    for column in (sections.name, sections.stage):
+        texts = [x for x in column.tolist() if x is not None]
+        # (one object per distinct text in each batch)
+        assert len({id(x) for x in texts}) <= len(set(texts)) * len(parts) < len(texts) / 2
+    whole = agentscope.analyze(tmp_path, db=":memory:")
+    _same(whole, batched)

@@ -326,7 +326,7 @@ def _analyse(store: Store, load: LoadReport, source: str,
         if fleet is not before:  # (else the analysis saved is this one)
             # an incremental analysis saves only the rows of the traces analysed again
             redone, rows = (touched, fresh) if fresh is not None else (None, fleet)
-            store.save_analysis(_task_columns(rows), _section_columns(rows), own, redone,
+            store.save_analysis(_task_columns(rows), _section_chunks(rows), own, redone,
                                 marks, fleet_state(fleet))
     gpu = gpu_summary(store.gpu_idle()) if series is not None else None
     problems = tuple(store.problems())
@@ -765,22 +765,39 @@ def _task_columns(fleet: Fleet) -> dict:
     return cols
 
 
-def _section_columns(fleet: Fleet) -> dict:
-    """The cp_sections table, as columns (numpy arrays)."""
-    sec = fleet.sections
-    if not len(sec):
-        return {}
+# sections saved at a time: the columns made for the store (their text as objects) of a
+# large analysis are not all made at once
+SAVE_SECTIONS = 1_000_000
+
+
+def _section_chunks(fleet: Fleet) -> Iterator[dict]:
+    """The cp_sections table, as columns, :data:`SAVE_SECTIONS` rows at a time."""
     trace_ids = np.asarray([t.trace_id for t in fleet.tasks], dtype=object)
-    out = {"trace_id": trace_ids[sec.task], "seq": sec.seq, "span_id": sec.span_id,
-           "name": sec.name, "stage": sec.stage, "start_ns": sec.start_ns,
-           "end_ns": sec.end_ns, "class": np.asarray(CLASSES, dtype=object)[sec.cls],
-           "confidence": sec.confidence,
-           "basis": np.asarray(BASES, dtype=object)[sec.basis]}
+    for lo in range(0, len(fleet.sections), SAVE_SECTIONS):
+        yield _section_columns(fleet, lo, lo + SAVE_SECTIONS, trace_ids)
+
+
+def _section_columns(fleet: Fleet, lo: int = 0, hi: Optional[int] = None,
+                     trace_ids: Any = None) -> dict:
+    """The cp_sections table, as columns (numpy arrays): sections ``lo`` .. ``hi`` - 1."""
+    sec = fleet.sections
+    hi = len(sec) if hi is None else min(hi, len(sec))
+    if hi <= lo:
+        return {}
+    if trace_ids is None:
+        trace_ids = np.asarray([t.trace_id for t in fleet.tasks], dtype=object)
+    cut = slice(lo, hi)
+    out = {"trace_id": trace_ids[sec.task[cut]], "seq": sec.seq[cut],
+           "span_id": sec.span_id[cut], "name": sec.name[cut], "stage": sec.stage[cut],
+           "start_ns": sec.start_ns[cut], "end_ns": sec.end_ns[cut],
+           "class": np.asarray(CLASSES, dtype=object)[sec.cls[cut]],
+           "confidence": sec.confidence[cut],
+           "basis": np.asarray(BASES, dtype=object)[sec.basis[cut]]}
     for k, c in enumerate(CLASSES):
-        out[f"share_{c}"] = np.ascontiguousarray(sec.shares[:, k])
-    n = len(sec)
-    out["assumed"] = sec.assumed if sec.assumed is not None else np.zeros(n)
-    out["assumed_cls"] = sec.assumed_cls if sec.assumed_cls is not None else \
+        out[f"share_{c}"] = np.ascontiguousarray(sec.shares[cut, k])
+    n = hi - lo
+    out["assumed"] = sec.assumed[cut] if sec.assumed is not None else np.zeros(n)
+    out["assumed_cls"] = sec.assumed_cls[cut] if sec.assumed_cls is not None else \
         np.zeros(n, dtype=np.int8)
     return out
 

@@ -139,8 +139,9 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
     seq = np.arange(len(task)) - firsts[task] if len(task) else task
     span_ids, names = np.asarray(inp.span_id, dtype=object), np.asarray(inp.name, dtype=object)
     sections = Sections(
-        task, seq, _pick(span_ids, row, is_gap, None), _pick(names, row, is_gap, "(gap)"),
-        _pick(stage, row, is_gap, None), start, end, sec_cls, sec_conf, sec_shares,
+        task, seq, _pick(span_ids, row, is_gap, None),
+        _shared(_pick(names, row, is_gap, "(gap)")), _shared(_pick(stage, row, is_gap, None)),
+        start, end, sec_cls, sec_conf, sec_shares,
         SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis, sec_assumed,
         sec_assumed_cls)
 
@@ -220,9 +221,20 @@ def joined(parts: Any) -> Fleet:
                         for x in secs]),
         JoinedEvidence([x.evidence for x in secs]), cat("basis"), cat("assumed"),
         cat("assumed_cls"))
-    tasks = tuple(t for p in parts for t in p.tasks)
+    tasks = _repointed([t for p in parts for t in p.tasks], sections)
     warnings = tuple(dict.fromkeys(w for p in parts for w in p.warnings))
     return Fleet(tasks, sections, _summary(tasks, sections), warnings)
+
+
+def _repointed(tasks: list, sections: Sections) -> tuple:
+    """``tasks`` with their segments read from ``sections`` (theirs, joined) rather than
+    from their part's: else the tasks keep every part's arrays alive beside the joined ones
+    (every section held twice). Segments already made, or not lazy, are kept as they are."""
+    bounds = np.searchsorted(np.asarray(sections.task, dtype=np.int64),
+                             np.arange(len(tasks) + 1)).tolist()
+    return tuple(t._replace(segments=LazySegments(sections, bounds[k], bounds[k + 1]))
+                 if isinstance(t.segments, LazySegments) and t.segments._items is None else t
+                 for k, t in enumerate(tasks))
 
 
 def _summary(tasks: Any, sections: Sections) -> Any:
@@ -374,6 +386,16 @@ def _with_counters(inp: Any, counters: Any, row: Any, is_gap: Any, start: Any, e
         confidence = np.where(via, np.minimum(confidence, col(process_confidence(proc), 1.0)),
                               confidence)
     return shares, confidence, notes
+
+
+def _shared(values: Any) -> Any:
+    """``values`` (an object array) with each distinct text one object: names and stages
+    repeat across sections, and each row read from the store is an object of its own (held
+    by every section of a large analysis: about 100 bytes a section for the two)."""
+    seen: dict = {}
+    out = np.empty(len(values), dtype=object)
+    out[:] = [seen.setdefault(v, v) for v in values.tolist()]
+    return out
 
 
 def _pick(values: Any, row: Any, is_gap: Any, gap_value: Any) -> Any:

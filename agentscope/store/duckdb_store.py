@@ -312,11 +312,13 @@ class Store:
             "OR (contains(attrs, '\\u') AND (json_exists(attrs, ?) OR json_exists(attrs, ?))) "
             "LIMIT 1", [f'$."{semconv.CPU_SCOPE}"', f'$."{semconv.OTHER_THREADS_CPU}"']))
 
-    def save_analysis(self, task_columns: dict, section_columns: dict,
+    def save_analysis(self, task_columns: dict, section_columns: "dict | Iterable[dict]",
                       warnings: Iterable[str] = (), redone: Optional[list] = None,
                       marks: Optional[tuple] = None, fleet: Optional[dict] = None) -> None:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
-        Each argument maps the table's column names to equally long lists or arrays.
+        Each argument maps the table's column names to equally long lists or arrays;
+        ``section_columns`` may also be several such dicts, inserted one after another (so
+        that the rows of a large analysis are not all made at once).
         ``warnings``: the analysis' own, kept for :meth:`saved_analysis`. The analysis is saved
         with the :meth:`loaded_state` it was made from. ``redone``: the trace ids an
         incremental analysis made again (the columns hold their results alone): only their
@@ -338,16 +340,19 @@ class Store:
                             "(SELECT trace_id FROM redone)")
             finally:
                 self.con.unregister("redone")
-        for table, cols in (("task_results", task_columns), ("cp_sections", section_columns)):
-            if not cols or not len(next(iter(cols.values()))):
-                continue
+        chunks = [section_columns] if isinstance(section_columns, dict) else section_columns
+        for table, pieces in (("task_results", [task_columns]), ("cp_sections", chunks)):
             columns = [c[0] for c in self._x(f"DESCRIBE {table}")]
-            # DuckDB scans a dict of numpy arrays in place (no pandas import, no copy)
-            self.con.register("incoming", {c: _column(cols[c]) for c in columns})
-            try:
-                self._x(f"INSERT INTO {table} SELECT * FROM incoming")
-            finally:
-                self.con.unregister("incoming")
+            for cols in pieces:
+                if not cols or not len(next(iter(cols.values()))):
+                    continue
+                # DuckDB scans a dict of numpy arrays in place (no pandas import, no copy)
+                self.con.register("incoming", {c: _column(cols[c]) for c in columns})
+                try:
+                    self._x(f"INSERT INTO {table} SELECT * FROM incoming")
+                finally:
+                    self.con.unregister("incoming")
+                del cols
         self._x(_SAVED_STATE)
         self._x("INSERT INTO analysis_state VALUES (?, ?, ?, current_timestamp, ?, ?)",
                 [self.loaded_state(), json.dumps(list(warnings)), __version__,
