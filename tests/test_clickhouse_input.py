@@ -123,7 +123,9 @@ def test_random_trees_input_is_the_same_in_clickhouse(tmp_path, seed, monkeypatc
     url = f"chdb://{tmp_path / 'ch'}?table=otel_traces"
     assert _assert_same_inputs(url) > 500
     # no process, loop or tree couples these traces: parts of a few traces each
-    assert not clickhouse.coupled_traces(url)
+    counts: dict = {}
+    assert len(list(clickhouse.analysis_inputs(url, part_spans=300, counts=counts))) > 1
+    assert counts["parts"] > 1
     assert _assert_same_analysis(url, monkeypatch, part_spans=300) >= 60
 
 
@@ -228,7 +230,10 @@ def test_an_event_loop_couples_the_traces(tmp_path, monkeypatch):
                  name="t", kind="internal", start_ns=T0, end_ns=T0 + 10, stage="task",
                  attrs={"agentscope.cpu.scope": "loop"} if k == 1 else {}) for k in range(3)]
     url = _exported(tmp_path, rows)
-    assert clickhouse.coupled_traces(url)
+    counts: dict = {}
+    assert len(list(clickhouse.analysis_inputs(url, part_spans=1, parts=3,
+                                               counts=counts))) == 1
+    assert counts == {"rows": 3, "parts": 1, "spans": 3}
     assert _assert_same_analysis(url, monkeypatch, part_spans=1) == 3
 
 

@@ -279,8 +279,8 @@ def _analyse(store: Store, load: LoadReport, source: str,
     trees = store.process_trees()
     counted = series is not None or trees is not None
     lags = store.loop_lags() if series is not None else None
-    separate = trees is None and not (store.coupled_traces() if remote is None
-                                      else clickhouse.coupled_traces(remote))
+    # (over ClickHouse's input, its window's rows say whether traces are coupled)
+    separate = trees is None and (remote is not None or not store.coupled_traces())
     marks = store.marks()
     touched = fresh = before = None
     if remote is not None:

@@ -13,15 +13,23 @@
 -- lower-cased in ASCII. NULLs of a LEFT JOIN need join_use_nulls = 1, which the caller sets.
 -- Filled by semconv.stage_sql (stage_names: the attributes the stage rules read,
 -- stage_attributes: their values lower-cased, a column each, stage_case), then the spans
--- placeholder replaced by the valid rows (every column) in parentheses.
+-- placeholder replaced by the valid rows (every column) in parentheses, coupling by a list of
+-- attribute names, lo and hi by numbers.
 -- It runs as statements, each step's rows a temporary table of the session (one query of
 -- WITH steps recomputed the steps at each reference: 12 s at 1M spans, against 3.3 s so),
 -- separated by a blank line after a `;`; the caller drops the tables after
--- (clickhouse.TEMPORARY_TABLES).
--- staged: what is read of each row: no attribute map or event list goes further (sorting rows
--- that hold them cost the most); the stage from the conventions where none is given
-CREATE TEMPORARY TABLE agentscope_staged AS
-    SELECT trace_id, span_id, parent_span_id, name, coalesce(given_stage, {stage_case}) AS stage,
+-- (clickhouse.TEMPORARY_TABLES, WINDOW_TABLE). The first statement runs once for the window;
+-- the others once for each part of its traces (a range of the hash of their id: lo to hi).
+-- The window's rows are read once, not once a part: a part's traces lie in every granule of
+-- the table, so a part that read the table read every column of the whole window again.
+-- window: what is read of each row: no attribute map or event list goes further (sorting rows
+-- that hold them cost the most); the stage from the conventions where none is given; the hash
+-- of its trace's id, the table's order, so that a part is read alone; coupled: whether it is
+-- a span whose analysis reads other traces' spans (the store's coupled_traces: the names in
+-- coupling), for the caller to analyse the window in one part
+CREATE TEMPORARY TABLE agentscope_window ENGINE = MergeTree ORDER BY trace_hash AS
+    SELECT cityHash64(trace_id) AS trace_hash, coupled,
+        trace_id, span_id, parent_span_id, name, coalesce(given_stage, {stage_case}) AS stage,
         kind, start_ns, end_ns, pid, tid, thread_cpu_ns, child_cpu_ns, majflt, child_majflt,
         vcsw, ivcsw, service, host, a, error, timeout
     FROM (
@@ -49,10 +57,16 @@ CREATE TEMPORARY TABLE agentscope_staged AS
                         arrayStringConcat(arrayFilter(x -> x != '',
                             arrayMap(e -> e.attrs['exception.type'], events)), ' ')]), ' '),
                     '(?i)timeout|timed out|deadline[ _]?exceeded') AS timeout,
-                arrayMap(k -> if(mapContains(attrs, k), attrs[k], NULL), {stage_names}) AS v
+                arrayMap(k -> if(mapContains(attrs, k), attrs[k], NULL), {stage_names}) AS v,
+                hasAny(mapKeys(attrs), {coupling}) AS coupled
             FROM {spans}
         )
     );
+
+-- staged: the rows of one part
+CREATE TEMPORARY TABLE agentscope_staged AS
+SELECT * EXCEPT (trace_hash, coupled) FROM agentscope_window
+WHERE trace_hash BETWEEN {lo} AND {hi};
 
 -- repeated: the (trace, span) ids on several rows
 CREATE TEMPORARY TABLE agentscope_repeated AS
