@@ -299,3 +299,40 @@ def test_text_that_is_not_utf8_reads_as_a_full_read_reads_it(tmp_path, monkeypat
     url = f"chdb://{path}?table=otel_traces"
     assert _assert_same_inputs(url) == 2
     assert _assert_same_analysis(url, monkeypatch) == 1
+
+
+def test_closing_an_analysis_waits_for_a_fill_under_way(tmp_path):
+    """close() removes a temporary store only once a fill of its spans (another thread's
+    query, reading them in) is done: not under the fill's feet."""
+    import tempfile
+    import threading
+
+    from agentscope.store.duckdb_store import Store
+
+    temporary = tempfile.TemporaryDirectory(dir=tmp_path)
+    store = Store(Path(temporary.name) / "analysis.duckdb")
+    store.temporary = temporary
+    started, release, order = threading.Event(), threading.Event(), []
+
+    def fill(store):
+        started.set()
+        release.wait(30)
+        order.append("filled")
+
+    ref = core._StoreRef(store, fill)
+    store.close()
+    cleanup = temporary.cleanup
+    temporary.cleanup = lambda: (order.append("removed"), cleanup())
+    reader = threading.Thread(target=ref._filled)
+    reader.start()
+    assert started.wait(30)
+    closer = threading.Thread(target=ref.close)
+    closer.start()
+    closer.join(0.5)
+    release.set()
+    closer.join(30)
+    reader.join(30)
+    assert order == ["filled", "removed"]
+    assert not Path(temporary.name).exists()
+    with pytest.raises(ValueError, match="closed"):
+        ref.read("SELECT 1", False)

@@ -469,12 +469,14 @@ class _StoreRef:
             return user.read(statement, frame)
 
     def close(self) -> None:
-        if self.store is not None:
-            self.store.close()
-            self.store = None
-        if self.temporary is not None:
-            self.temporary.cleanup()
-            self.path = None  # (reading it now: "closed", as a store in memory)
+        # (after a fill under way: it writes into the store this removes)
+        with self._filling:
+            if self.store is not None:
+                self.store.close()
+                self.store = None
+            if self.temporary is not None:
+                self.temporary.cleanup()
+                self.path = None  # (reading it now: "closed", as a store in memory)
 
 
 @dataclasses.dataclass(frozen=True, repr=False, eq=False)
