@@ -235,3 +235,12 @@ def test_batched_results_hold_each_section_once(tmp_path, monkeypatch):
         assert len({id(x) for x in texts}) <= len(set(texts)) * len(parts) < len(texts) / 2
     whole = agentscope.analyze(tmp_path, db=":memory:")
     _same(whole, batched)
+    # segments already made are carried over to the joined sections, not left on a part's
+    fleet = engine.Fleet(batched.task_results, sections, batched.summary)
+    made = list(fleet.tasks[1].segments)
+    n = len(fleet.tasks)
+    rejoined = engine.joined([engine.part(fleet, 0, 2, False), engine.part(fleet, 2, n, False)])
+    assert rejoined.tasks[1].segments._items is fleet.tasks[1].segments._items
+    assert list(rejoined.tasks[1].segments) == made
+    assert all(t.segments._sections is rejoined.sections for t in rejoined.tasks)
+    assert [list(t.segments) for t in rejoined.tasks] == [list(t.segments) for t in fleet.tasks]

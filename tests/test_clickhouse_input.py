@@ -336,3 +336,13 @@ def test_closing_an_analysis_waits_for_a_fill_under_way(tmp_path):
     assert not Path(temporary.name).exists()
     with pytest.raises(ValueError, match="closed"):
         ref.read("SELECT 1", False)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 7, 40])
+def test_hash_ranges_cover_every_hash_once(parts):
+    ranges = clickhouse.hash_ranges(parts)
+    assert len(ranges) == parts and ranges[0][0] == 0 and ranges[-1][1] == 2 ** 64 - 1
+    assert all(lo <= hi for lo, hi in ranges)
+    assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))
+    sizes = [hi - lo + 1 for lo, hi in ranges]
+    assert max(sizes) - min(sizes) <= 1

@@ -229,12 +229,18 @@ def joined(parts: Any) -> Fleet:
 def _repointed(tasks: list, sections: Sections) -> tuple:
     """``tasks`` with their segments read from ``sections`` (theirs, joined) rather than
     from their part's: else the tasks keep every part's arrays alive beside the joined ones
-    (every section held twice). Segments already made, or not lazy, are kept as they are."""
+    (every section held twice). Segments already made are carried over; segments that are
+    not lazy are kept as they are."""
     bounds = np.searchsorted(np.asarray(sections.task, dtype=np.int64),
                              np.arange(len(tasks) + 1)).tolist()
-    return tuple(t._replace(segments=LazySegments(sections, bounds[k], bounds[k + 1]))
-                 if isinstance(t.segments, LazySegments) and t.segments._items is None else t
-                 for k, t in enumerate(tasks))
+    out = []
+    for k, t in enumerate(tasks):
+        if isinstance(t.segments, LazySegments):
+            segments = LazySegments(sections, bounds[k], bounds[k + 1])
+            segments._items = t.segments._items
+            t = t._replace(segments=segments)
+        out.append(t)
+    return tuple(out)
 
 
 def _summary(tasks: Any, sections: Sections) -> Any:

@@ -774,6 +774,7 @@ COUPLING = (semconv.CPU_SCOPE, semconv.OTHER_THREADS_CPU)
 
 def hash_ranges(parts: int) -> list:
     """The hashes of trace ids (UInt64) in ``parts`` equal ranges: [(lo, hi)], inclusive."""
+    parts = max(int(parts), 1)
     bounds = [k * 2 ** 64 // parts for k in range(parts)] + [2 ** 64]
     return [(lo, hi - 1) for lo, hi in zip(bounds, bounds[1:])]
 
@@ -831,7 +832,7 @@ def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
                 _dropped(con, (WINDOW_TABLE,)):
             con.text(window, "", f"{INPUT_SETTINGS}, {WINDOW_SETTINGS}")
             rows, coupled = (int(x or 0) for x in (con.text(
-                f"SELECT count(), max(coupled) FROM {WINDOW_TABLE}",
+                f"SELECT count(), countIf(coupled) FROM {WINDOW_TABLE}",
                 "TabSeparated").split() + ["0", "0"])[:2])
             if coupled:
                 parts = 1

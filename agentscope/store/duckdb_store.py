@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import duckdb
 
@@ -340,7 +340,8 @@ class Store:
                             "(SELECT trace_id FROM redone)")
             finally:
                 self.con.unregister("redone")
-        chunks = [section_columns] if isinstance(section_columns, dict) else section_columns
+        chunks = [section_columns] if isinstance(section_columns, Mapping) \
+            else section_columns
         for table, pieces in (("task_results", [task_columns]), ("cp_sections", chunks)):
             columns = [c[0] for c in self._x(f"DESCRIBE {table}")]
             for cols in pieces:
