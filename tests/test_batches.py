@@ -244,3 +244,32 @@ def test_batched_results_hold_each_section_once(tmp_path, monkeypatch):
     assert list(rejoined.tasks[1].segments) == made
     assert all(t.segments._sections is rejoined.sections for t in rejoined.tasks)
     assert [list(t.segments) for t in rejoined.tasks] == [list(t.segments) for t in fleet.tasks]
+
+
+def test_the_store_cache_goes_once_the_batches_are_read(tmp_path, monkeypatch):
+    """An analysis in batches of a store in a file lets DuckDB's cache of the file go once
+    every batch is read (before the results are joined and saved), keeps DuckDB's memory
+    limit as it was, and reads the store as before after it."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _messy_traces(traces, 4)
+    released = []
+    real = Store.release_cache
+
+    def counted(self):
+        before = self.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        released.append(real(self))
+        assert self.con.execute("SELECT current_setting('memory_limit')").fetchone() == before
+
+    monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    monkeypatch.setattr(Store, "release_cache", counted)
+    batched = agentscope.analyze(traces, db=tmp_path / "store.duckdb")
+    assert len(released) == 1
+    monkeypatch.undo()
+    whole = agentscope.analyze(traces, db=":memory:")
+    _same(whole, batched)
+    memory = Store()  # (a store in memory: its data is its cache, nothing to let go)
+    memory.con.execute("SET memory_limit = '1GB'")
+    memory.release_cache()
+    assert memory.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] in (
+        "1.0 GiB", "953.6 MiB")

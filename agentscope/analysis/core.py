@@ -317,8 +317,11 @@ def _analyse(store: Store, load: LoadReport, source: str,
         else:
             batches = store.trace_batches(batch_spans or BATCH_SPANS) if separate \
                 else [(None, None)]
+            # (once every batch is read, DuckDB's cache of the store's file goes: at 20M
+            # spans 1.5 GB held while the batches are joined and saved)
             fleet = _fleet((store.analysis_input(with_counters=counted, traces=traces)
-                            for traces in batches), series, lags, trees, len(batches) > 1)
+                            for traces in batches), series, lags, trees, len(batches) > 1,
+                           read=store.release_cache if len(batches) > 1 else None)
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:
@@ -351,12 +354,12 @@ def _saved(store: Store, counted: bool) -> tuple:
 
 
 def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
-           in_order: bool = True, empty: Any = None) -> Fleet:
+           in_order: bool = True, empty: Any = None, read: Any = None) -> Fleet:
     """Every trace of ``inputs`` (AnalysisInputs: batches of traces in trace order, or, not
     ``in_order``, parts in any order) analysed a part at a time, and the parts joined.
     ``settle`` (where there are several parts, or may be): each part's evidence made and its
     spans let go before the next is read. ``empty``: the input to analyse where ``inputs``
-    yields none."""
+    yields none. ``read``: called once every input is read (before the parts are joined)."""
     parts = []
     for inp in inputs:
         part = engine.analyze(inp, series, lags, trees)
@@ -364,6 +367,8 @@ def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
         if settle:
             part.sections.evidence.settle()  # (what holds every span of the part)
         parts.append(part)
+    if read is not None:
+        read()
     if not parts:
         return engine.analyze(empty(), series, lags, trees)
     if len(parts) == 1:

@@ -236,6 +236,20 @@ class Store:
                                           "ids": ids}).fetchnumpy()
         return input_of_columns(arrays, hosts if with_counters else None)
 
+    def release_cache(self) -> None:
+        """Let DuckDB give back the blocks of the store's file it keeps cached (by default up
+        to 80 % of the machine's memory), for a reader that is done with them: they are
+        read from the file again when needed. A store in memory holds its data there:
+        nothing is done. A limit DuckDB cannot meet at once leaves the cache as it is."""
+        if self.path is None:
+            return
+        try:
+            self.con.execute("SET memory_limit = '64MB'")  # (evicts what is above it)
+        except duckdb.Error:
+            pass
+        finally:
+            self.con.execute("RESET memory_limit")  # (we set no other limit)
+
     def trace_batches(self, max_spans: int) -> list:
         """The traces in batches of about ``max_spans`` spans, in trace-id order, a trace
         never split: batch k holds the traces with k * max_spans to (k + 1) * max_spans - 1
