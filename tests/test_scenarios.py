@@ -97,6 +97,12 @@ def test_scorer_counts_verdicts_and_time_against_the_truth():
     assert s.lost_time()[0][:2] == ("b", "llm_request")
     text = describe(s)
     assert "tasks named right: 1/3" in text and "truth queue" in text
+    # what the lost time of a span was taken for, beside what it was
+    assert s.classes_by_span[("b", "llm_request")] == (
+        {"queue": pytest.approx(1.5), "cpu": pytest.approx(0.5)},
+        {"cpu": pytest.approx(1.0), "queue": pytest.approx(1.0)})
+    assert ("b/llm_request: 0.500 s of 2.000 s (truth: queue 1.500 s, cpu 0.500 s; "
+            "analysis: cpu 1.000 s, queue 1.000 s)") in text
 
 
 def _fake_span(name: str) -> object:

@@ -171,6 +171,12 @@ def record(name: str, out: "str | os.PathLike[str]", tasks: int = 4, load: int =
     return failed
 
 
+def _seconds(by_class: dict) -> str:
+    """{class: seconds} in words, most first: "cpu 1.143 s, io 0.327 s"."""
+    return ", ".join(f"{c} {v:.3f} s" for c, v in sorted(by_class.items(), key=lambda x: -x[1])
+                     if v >= 0.0005) or "nothing"
+
+
 def describe(score_: Score) -> str:
     """The score in words: accuracy, recall per class, the confusion matrix, per scenario,
     and every task named wrong."""
@@ -204,7 +210,9 @@ def describe(score_: Score) -> str:
         lines.append("")
         lines.append("critical-path time attributed wrong, by span:")
         for s, n, wrong_s, total in lost:
-            lines.append(f"  {s}/{n}: {wrong_s:.3f} s of {total:.3f} s")
+            said, given = score_.classes_by_span.get((s, n), ({}, {}))
+            lines.append(f"  {s}/{n}: {wrong_s:.3f} s of {total:.3f} s (truth: "
+                         f"{_seconds(said)}; analysis: {_seconds(given)})")
     wrong = [t for t in score_.tasks if not t.ok]
     if wrong:
         lines.append("")

@@ -150,6 +150,9 @@ class Score:
     time_by_span: dict = dataclasses.field(default_factory=dict)  # (scenario, span name) -> same
     untruthed: int = 0  # analysed tasks without a truth line (not scored)
     missing: int = 0  # truth lines whose trace was not analysed (lost: counted as wrong)
+    # (scenario, span name) -> ({class: seconds the truth gives}, {class: seconds the
+    # analysis gave}): what a span's time lost was taken for
+    classes_by_span: dict = dataclasses.field(default_factory=dict)
 
     @property
     def task_accuracy(self) -> float:
@@ -284,6 +287,7 @@ def _score(tasks: list, truths: dict, span_truth: dict, parents: dict,
     known = right = unknown = 0.0
     per: dict = {}
     per_span: dict = {}
+    classes: dict = {}
     for trace_id, span_id, name, _, dur, *shares in sections:
         if trace_id not in seen:
             continue
@@ -301,8 +305,13 @@ def _score(tasks: list, truths: dict, span_truth: dict, parents: dict,
         key = (scenario_of[trace_id], name)
         r, k = per_span.get(key, (0.0, 0.0))
         per_span[key] = (r + ok, k + dur)
+        said, given = classes.setdefault(key, ({}, {}))
+        for into, of in ((said, truth), (given, got)):
+            for c, share in of.items():
+                if share:
+                    into[c] = into.get(c, 0.0) + dur * share
     return Score(scored, known, right, unknown, per, per_span, untruthed,
-                 missing=len(set(truths) - seen))
+                 missing=len(set(truths) - seen), classes_by_span=classes)
 
 
 def _truth_of(trace_id: str, span_id: Optional[str], span_truth: dict,
