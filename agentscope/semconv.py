@@ -41,6 +41,10 @@ WORKERS_CPU = "agentscope.workers.cpu_ns"
 # the analysis written onto exported spans (`agentscope export otlp`): derived, not input, so
 # every reader drops attributes under this prefix
 ANALYSIS_PREFIX = "agentscope.analysis."
+# the attributes of a span whose analysis reads other traces' spans (on an event loop, or with
+# its process's other threads' CPU recorded: analyzers/threads.py compares it with the spans
+# of other tasks in that process): a store holding one is analysed at once, not in batches
+COUPLING_ATTRIBUTES = (CPU_SCOPE, OTHER_THREADS_CPU)
 
 # The resource-accounting attributes. In our own span files these are columns (see
 # agentscope.formats.spanfile); on the OpenTelemetry wire (SDK mode, OTLP) they are attributes.

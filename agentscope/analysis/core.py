@@ -317,11 +317,12 @@ def _analyse(store: Store, load: LoadReport, source: str,
         else:
             batches = store.trace_batches(batch_spans or BATCH_SPANS) if separate \
                 else [(None, None)]
+            several = len(batches) > 1
             # (once every batch is read, DuckDB's cache of the store's file goes: at 20M
             # spans 1.5 GB held while the batches are joined and saved)
             fleet = _fleet((store.analysis_input(with_counters=counted, traces=traces)
-                            for traces in batches), series, lags, trees, len(batches) > 1,
-                           read=store.release_cache if len(batches) > 1 else None)
+                            for traces in batches), series, lags, trees, several,
+                           read=store.release_cache if several else None)
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:

@@ -419,6 +419,11 @@ def _parts(con: Connection, remote: Remote, part_spans: int) -> int:
     for each to hold about ``part_spans`` spans: by the count of the spans in the window."""
     rows = int(con.text(f"SELECT count() FROM {remote.quoted(remote.table)} "
                         f"WHERE {_window(remote)[0]}", "TabSeparated").strip() or 0)
+    return _part_count(rows, part_spans)
+
+
+def _part_count(rows: int, part_spans: int) -> int:
+    """The parts that hold ``rows`` rows at about ``part_spans`` each (at least one)."""
     return max(1, -(-rows // max(int(part_spans), 1)))
 
 
@@ -758,18 +763,13 @@ def input_statements(remote: Remote, table: "str | None" = None) -> tuple:
     from ..semconv import stage_sql
 
     spans = _valid_spans(remote, table, None, "*")
-    coupling = "[" + ", ".join(_literal(n) for n in COUPLING) + "]"
+    coupling = "[" + ", ".join(_literal(n) for n in semconv.COUPLING_ATTRIBUTES) + "]"
     # (split before the spans go in: a service name in the window may hold the separator)
     window, *steps = [s for s in stage_sql(_sql("analysis_input.sql")).split(";\n\n")
                       if s.strip()]
     window = window.replace("{coupling}", coupling).replace("{spans}", f"({spans})")
     return window, lambda lo, hi: [s.replace("{lo}", str(int(lo))).replace("{hi}", str(int(hi)))
                                    for s in steps]
-
-
-# the attributes of a span whose analysis reads other traces' spans (the embedded store's
-# coupled_traces: on an event loop, or with its process's other threads' CPU recorded)
-COUPLING = (semconv.CPU_SCOPE, semconv.OTHER_THREADS_CPU)
 
 
 def hash_ranges(parts: int) -> list:
@@ -814,11 +814,11 @@ def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
     ``with_counters``) per part of about ``part_spans`` spans (traces split by ranges of the
     hash of their id; ``parts``: that many instead), its rows and trace numbers from 0 as
     those of a batch of the embedded store's. Where the analysis of a trace reads other
-    traces' spans (:data:`COUPLING`), one part whatever these say. The window's rows are
-    read once (into a temporary table of the session), each part from there. Only the
-    input's columns travel, through a Parquet file per part. ``counts`` (a dict), when
-    given, gets ``rows``: the rows the store would have loaded (a span id on several rows
-    counted each time), ``spans``: the spans, and ``parts``: the parts."""
+    traces' spans (``semconv.COUPLING_ATTRIBUTES``), one part whatever these say. The
+    window's rows are read once (into a temporary table of the session), each part from
+    there. Only the input's columns travel, through a Parquet file per part. ``counts`` (a
+    dict), when given, gets ``rows``: the rows the store would have loaded (a span id on
+    several rows counted each time), ``spans``: the spans, and ``parts``: the parts."""
     import duckdb
 
     from .schema import input_of_columns
@@ -837,7 +837,7 @@ def analysis_inputs(remote: "Remote | str", with_counters: bool = False,
             if coupled:
                 parts = 1
             elif parts is None:
-                parts = max(1, -(-rows // max(int(part_spans), 1)))
+                parts = _part_count(rows, part_spans)
             if counts is not None:
                 counts.update(rows=rows, parts=parts)
             for k, (lo, hi) in enumerate(hash_ranges(parts)):

@@ -318,13 +318,15 @@ class Store:
         or with their process's other threads' CPU recorded (analyzers/threads.py compares
         them with the spans of other tasks in that process). Then traces are analysed all
         at once, not in batches."""
+        names = semconv.COUPLING_ATTRIBUTES
+        plain = " OR ".join(f"contains(attrs, '\"{name}\"')" for name in names)
+        parsed = " OR ".join("json_exists(attrs, ?)" for _ in names)
         return bool(self._x(
-            f"SELECT 1 FROM spans WHERE contains(attrs, '\"{semconv.CPU_SCOPE}\"') "
-            f"OR contains(attrs, '\"{semconv.OTHER_THREADS_CPU}\"') "
+            f"SELECT 1 FROM spans WHERE {plain} "
             # (a name spelled with \u escapes, which no reader of ours writes, found by
             # parsing the few attributes with an escape in them)
-            "OR (contains(attrs, '\\u') AND (json_exists(attrs, ?) OR json_exists(attrs, ?))) "
-            "LIMIT 1", [f'$."{semconv.CPU_SCOPE}"', f'$."{semconv.OTHER_THREADS_CPU}"']))
+            f"OR (contains(attrs, '\\u') AND ({parsed})) LIMIT 1",
+            [f'$."{name}"' for name in names]))
 
     def save_analysis(self, task_columns: dict, section_columns: "dict | Iterable[dict]",
                       warnings: Iterable[str] = (), redone: Optional[list] = None,
