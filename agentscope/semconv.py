@@ -17,8 +17,10 @@ STAGE = "agentscope.stage"
 LANE = "agentscope.lane"
 TASK_NAME = "agentscope.task.name"
 CPU_SCOPE = "agentscope.cpu.scope"  # "loop" when the span ran on an asyncio event loop
-# the thread's kernel-mode CPU time over the span, recorded only when the span took major page
-# faults: most of it is then the kernel paging in (memory work, not the program's computing)
+# the thread's kernel-mode CPU time over the span, recorded when the span took major page
+# faults (most of it is then the kernel paging in: memory work, not the program's computing)
+# or when it was at least 1 ms (capture/span.py SYSTEM_CPU_MIN_NS; in a memory stage it is the
+# moving of its data between tiers)
 SYSTEM_CPU = "agentscope.cpu.thread_system_ns"
 # context switches of the child processes a span waited for (theirs and their waited-for
 # descendants'), recorded where it had children: preempted more than blocked = they were

@@ -134,6 +134,21 @@ def test_page_faults_of_touched_memory_are_counted(trace_dir):
     assert span.majflt is not None
 
 
+def test_kernel_time_is_recorded_where_it_is_a_millisecond_or_more(trace_dir):
+    """Touching 64 MB of fresh memory: the kernel zeroes and maps every page (tens of ms of
+    system time); the span records it. A short pure-Python span records none."""
+    with agentscope.stage("memory", name="touch"):
+        m = mmap.mmap(-1, 64 << 20)
+        for offset in range(0, 64 << 20, mmap.PAGESIZE):
+            m[offset] = 1
+        m.close()
+    with agentscope.stage("context", name="compute"):
+        sum(range(1000))
+    spans = by_name(read_spans(trace_dir))
+    assert spans["touch"].attrs["agentscope.cpu.thread_system_ns"] >= 1_000_000, spans["touch"]
+    assert "agentscope.cpu.thread_system_ns" not in spans["compute"].attrs
+
+
 def test_span_ended_on_another_thread_has_no_cpu_figures(trace_dir):
     span_holder = {}
 

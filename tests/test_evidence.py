@@ -4,12 +4,13 @@ and what a stage alone says."""
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
 
-from agentscope.analyzers.evidence import (CLASSES, STAGE_CLASS, Facts, SpanFacts, classify,
-                                           classify_one)
+from agentscope.analyzers.evidence import (CLASSES, FAULT_CPU_NS, STAGE_CLASS, Facts, SpanFacts,
+                                           classify, classify_one)
 from agentscope.vocab import Stage
 
 
@@ -55,6 +56,28 @@ def test_kernel_time_of_major_faults_is_memory_up_to_a_bound():
     # 10 faults cannot account for 0.55 s of kernel time: at most 10 x FAULT_CPU_NS of it
     v = classify_one(facts(own_cpu=0.6e9, own_faults=10.0, sys_cpu=0.55e9))
     assert v.cls == "cpu" and v.shares["cpu"] == pytest.approx(0.6 - 10 * 50e3 / 1e9)
+
+
+def test_kernel_time_of_a_memory_stage_is_memory():
+    """A KV cache offloaded to disk: 0.3 s of its 1 s on-CPU, 0.25 s of that in the kernel
+    (copying the blocks where the file system ignores direct I/O, pinning pages). In a memory
+    stage that kernel time moved its data between tiers: memory work; its user-mode time is
+    still computing. In another stage kernel time stays cpu (a syscall-heavy tool computes)."""
+    v = classify_one(facts(stage="memory", own_cpu=0.3e9, sys_cpu=0.25e9))
+    assert v.shares == pytest.approx({"memory": 0.7 + 0.25, "cpu": 0.05})
+    assert "of which 0.25 s in the kernel moving its working set (memory stage)" in v.reason
+    # more kernel time than on-CPU time (tick sampling): no more than its on-CPU time
+    v = classify_one(facts(stage="memory", own_cpu=0.2e9, sys_cpu=0.25e9))
+    assert v.shares == pytest.approx({"memory": 1.0})
+    v = classify_one(facts(stage="tool", own_cpu=0.3e9, sys_cpu=0.25e9))
+    assert v.shares == pytest.approx({"cpu": 0.3, "io": 0.7})
+    assert "kernel" not in v.reason
+    # a memory stage's kernel time with major faults: all of it, not FAULT_CPU_NS a fault
+    v = classify_one(facts(stage="memory", own_cpu=0.3e9, sys_cpu=0.25e9, own_faults=10.0))
+    assert v.shares["cpu"] == pytest.approx(0.05)
+    # no accounting of its own (judged from its process tree): no kernel time of its own
+    v = classify_one(facts(stage="memory", own_cpu=-1.0, sys_cpu=0.25e9))
+    assert v.shares == pytest.approx({"memory": 1.0}) and "kernel" not in v.reason
 
 
 def test_server_span_computes_after_its_queue_time():
@@ -144,7 +167,7 @@ def test_the_rules_and_their_words_as_they_were():
     spans = [SpanFacts(**case["facts"]) for case in golden["cases"]]
     together = classify(Facts.of(spans))
     words = together.reasons(range(len(spans)))
-    changed = 0
+    changed = kernel_moved = 0
     for i, case in enumerate(golden["cases"]):
         f = case["facts"]
         if f["own_cpu"] is not None and f["own_cpu"] < 0 and f["stage"] in (None, "task",
@@ -173,6 +196,27 @@ def test_the_rules_and_their_words_as_they_were():
                 assert "waiting on a local model server" not in words[i], case
             changed += 1
             continue
+        own, sys_ns = f["own_cpu"] or 0.0, f["sys_cpu"] or 0.0
+        if f["stage"] == "memory" and own > 0 and sys_ns > 0 and case["shares"]["cpu"] > 0:
+            # since the kernel time of memory stages: all of a memory stage's kernel time is
+            # memory work (before: up to FAULT_CPU_NS a fault); that part of its cpu moves
+            old = min(sys_ns, f["own_faults"] * FAULT_CPU_NS, own) if f["own_faults"] > 0 else 0
+            cpu_part = case["shares"]["cpu"] / (1 - old / own)
+            moved = case["shares"]["cpu"] - cpu_part * (1 - min(sys_ns, own) / own)
+            expected = dict(case["shares"], cpu=case["shares"]["cpu"] - moved,
+                            memory=case["shares"]["memory"] + moved)
+            assert np.allclose(together.shares[i], [expected.get(c, 0.0) for c in CLASSES],
+                               atol=1e-12), case
+            kernel_moved += moved > 1e-6
+            assert together.confidence[i] == case["confidence"], case
+            assert CLASSES[together.cls[i]] in (case["cls"], "memory"), case
+            kernel = re.search(r"of which ([0-9.e+-]+) s in the kernel moving its working set "
+                               r"\(memory stage\)", words[i])
+            assert kernel and float(kernel.group(1)) == float(f"{min(sys_ns, own) / 1e9:.3g}")
+            before = re.sub(r", of which [^,]* \(paging in\)", "", case["reason"])
+            assert words[i].replace(", " + kernel.group(0), "") == before, case
+            changed += 1
+            continue
         assert np.allclose(together.shares[i], [case["shares"].get(c, 0.0) for c in CLASSES],
                            atol=1e-12), case
         assert together.confidence[i] == case["confidence"], case
@@ -186,4 +230,4 @@ def test_the_rules_and_their_words_as_they_were():
             "io assumed from its stage 'inference'",
             "waiting on its model endpoint assumed from its stage 'inference' (no server "
             "timing or counters)"), case
-    assert 0 < changed < len(golden["cases"]) // 2
+    assert 0 < changed < len(golden["cases"]) // 2 and kernel_moved > 0

@@ -242,3 +242,22 @@ def test_short_stages_in_sdk_mode_read_their_own_cpu(tmp_path):
     # descheduled); before the fix none was cpu
     assert len(judged) >= 10 and (judged["class"] == "cpu").mean() >= 0.8, \
         judged[["class", "evidence"]].to_string()
+
+
+def test_sdk_mode_records_a_stages_kernel_time(tmp_path):
+    """The SDK path records the same kernel time as lean spans (a span whose thread spent a
+    millisecond or more in the kernel)."""
+    import mmap
+
+    from opentelemetry.sdk.trace import TracerProvider
+
+    assert agentscope.init(tmp_path, tracer_provider=TracerProvider(),
+                           flush_interval_s=0.1).mode == "sdk"
+    with agentscope.stage("memory", name="touch"):
+        m = mmap.mmap(-1, 64 << 20)
+        for offset in range(0, 64 << 20, mmap.PAGESIZE):
+            m[offset] = 1
+        m.close()
+    agentscope.shutdown()
+    (touch,) = [s for s in scan(tmp_path).spans if s.name == "touch"]
+    assert touch.attrs["agentscope.cpu.thread_system_ns"] >= 1_000_000, touch

@@ -46,7 +46,9 @@ def test_scenario_tasks_get_their_true_verdict(runs, name):
     got = score(out)
     assert got.missing == 0 and got.untruthed == 0
     assert len(got.tasks) >= 2
-    wrong = [t for t in got.tasks if not t.ok]
+    # a task whose truth is a near tie (its ledger's two classes within 10 %) may be named
+    # either; its time is still scored below
+    wrong = [t for t in got.tasks if not t.ok and t.verdict != t.near_tie]
     assert not wrong, describe(got)
     assert got.time_accuracy >= 0.8, describe(got)
     if name == "loop-blocked":  # the victim's evidence names the span that held its loop
@@ -103,6 +105,31 @@ def test_scorer_counts_verdicts_and_time_against_the_truth():
         {"cpu": pytest.approx(1.0), "queue": pytest.approx(1.0)})
     assert ("b/llm_request: 0.500 s of 2.000 s (truth: queue 1.500 s, cpu 0.500 s; "
             "analysis: cpu 1.000 s, queue 1.000 s)") in text
+
+
+def test_a_near_tie_truth_names_its_second_class():
+    from agentscope.scenarios.truth import TaskScore
+
+    def task(truth, ledger, verdict="queue"):
+        return TaskScore("s", "t", "n", truth, verdict, 0.8, {}, ledger)
+
+    # whatif-slots' second request under load: 0.095 s computing, 0.092 s queued
+    tie = task("cpu", {"cpu": 0.095, "queue": 0.092, "io": 0.001})
+    assert tie.near_tie == "queue" and not tie.ok
+    assert "truth cpu (cpu 0.10s, queue 0.09s, io 0.00s) (a near tie with queue)" in \
+        describe(_score_of([tie]))
+    assert task("cpu", {"cpu": 0.15, "queue": 0.11}).near_tie is None  # 27 % apart
+    assert task("cpu", {"cpu": 0.15}).near_tie is None
+    assert task("cpu", {"cpu": 0.1, "queue": 0.0}).near_tie is None
+    # a truth that is not the ledger's largest (set apart by its workload) is no tie of it
+    assert task("io", {"cpu": 0.1, "queue": 0.095}).near_tie is None
+
+
+def _score_of(tasks):
+    from agentscope.scenarios.truth import Score
+
+    return Score(tasks=tasks, path_s=1.0, path_right_s=1.0, path_unknown_s=0.0,
+                 time_by_scenario={})
 
 
 def _fake_span(name: str) -> object:

@@ -8,7 +8,8 @@ its *self time*. The span's stage is a hint; the verdict comes from what was mea
   children on the same thread used (``cpu``; computed in the store, analysis_input.sql);
 * major page faults (``memory``): the waiting they cost, and the kernel CPU time spent
   handling them (its thread's system time, up to ``FAULT_CPU_NS`` per fault), which is memory
-  work rather than the program's computing; a ``memory`` stage that waited off-CPU;
+  work rather than the program's computing; a ``memory`` stage that waited off-CPU, and its
+  thread's kernel time (copying its data between tiers, pinning pages for direct I/O);
 * queue time reported by the server on the span (``gen_ai.latency.time_in_queue``, as vLLM
   writes it), a ``queue`` stage that waited off-CPU (``queue``);
 * server-reported prefill/decode time on an inference span (``gpu``);
@@ -285,7 +286,7 @@ class Classified:
     queued: Any  # all of the span was server-reported queueing
     measured: Any  # it has resource accounting
     busy: Any  # on-CPU fraction of the time it was not queued
-    paging_ns: Any  # kernel CPU counted as paging in (0: none)
+    paging_ns: Any  # kernel CPU counted as memory work (paging in, a memory stage's; 0: none)
     fault_wait: Any  # share of the span counted as waiting for major faults
     waiting: Any  # share of the span it waited off-CPU, before the faults took theirs
     waited: Any  # ... after
@@ -445,7 +446,10 @@ def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: in
     else:
         scope = " (event loop, shared with other tasks)" if loop else ""
         notes.append(f"on-CPU {busy:.0%}{scope}")
-    if paging_ns > 0:
+    if paging_ns > 0 and code == _MEMORY_CODE:
+        notes.append(f"of which {paging_ns / 1e9:.3g} s in the kernel moving its working set "
+                     "(memory stage)")
+    elif paging_ns > 0:
         notes.append(f"of which {paging_ns / 1e9:.3g} s in the kernel handling {int(faults)} "
                      "major page faults (paging in)")
     if child_ns:
@@ -562,8 +566,13 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
     busy = np.where(avail > 0, np.minimum(np.maximum(own_cpu, 0) / np.where(avail > 0, avail,
                                                                             1.0), 1.0), 0.0)
     cpu_part = np.where(measured, rest * busy, 0.0)
+    # kernel CPU that was memory work: handling its major faults (up to FAULT_CPU_NS each);
+    # in a memory stage, all of its thread's kernel time (copying its data between tiers,
+    # pinning pages for direct I/O, mapping and unmapping: moving its working set)
+    kernel_memory = measured & ~via & is_memory & (sys_cpu > 0)
     paging = np.where(measured & (faults > 0) & (sys_cpu > 0),
                       np.minimum(np.minimum(sys_cpu, faults * FAULT_CPU_NS), own_cpu), 0.0)
+    paging = np.where(kernel_memory, np.minimum(sys_cpu, np.maximum(own_cpu, 0.0)), paging)
     paging_part = np.where(paging > 0, cpu_part * paging / np.where(own_cpu > 0, own_cpu, 1.0),
                            0.0)
     paging = np.where(paging_part > 0, paging, 0.0)

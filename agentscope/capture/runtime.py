@@ -35,8 +35,8 @@ from ..semconv import (CHILD_IVCSW, CHILD_OWN_CPU, CHILD_RUN_DELAY, CHILD_VCSW, 
 from .._version import __version__
 from . import attributes as av
 from . import children, otelctx, propagation, sdk_bridge, state
-from .span import (RUSAGE_MIN_SPAN_NS, LeanSpan, LeanTracerProvider, exception_attributes,
-                   native_thread_id, other_threads_cpu, thread_rusage)
+from .span import (RUSAGE_MIN_SPAN_NS, SYSTEM_CPU_MIN_NS, LeanSpan, LeanTracerProvider,
+                   exception_attributes, native_thread_id, other_threads_cpu, thread_rusage)
 from .writer import SpanFileWriter
 
 
@@ -482,8 +482,9 @@ class SdkHandle:
             attrs[a["ivcsw"]] = ru1.ru_nivcsw - ru0.ru_nivcsw
             attrs[a["minflt"]] = ru1.ru_minflt - ru0.ru_minflt
             attrs[a["majflt"]] = ru1.ru_majflt - ru0.ru_majflt
-            if ru1.ru_majflt != ru0.ru_majflt:
-                attrs[SYSTEM_CPU] = round((ru1.ru_stime - ru0.ru_stime) * 1e9)
+            sys_ns = round((ru1.ru_stime - ru0.ru_stime) * 1e9)
+            if ru1.ru_majflt != ru0.ru_majflt or sys_ns >= SYSTEM_CPU_MIN_NS:
+                attrs[SYSTEM_CPU] = sys_ns
         attrs[ACCOUNTING["child_cpu_ns"]] = self.child_cpu_ns
         attrs[ACCOUNTING["children"]] = self.children
         attrs[ACCOUNTING["child_majflt"]] = self.child_majflt

@@ -61,6 +61,10 @@ RUSAGE_MIN_SPAN_NS = 50_000
 # (and the span is at least RUSAGE_MIN_SPAN_NS long): less cannot change a verdict, and most
 # spans then carry no attribute for it
 OTHER_CPU_MIN_NS = 1_000_000
+# The thread's kernel-mode CPU time over a span is recorded where it took major page faults,
+# or where it was at least this much (a memory stage's copying between tiers, say): less
+# cannot change a verdict, and most spans then carry no attribute for it
+SYSTEM_CPU_MIN_NS = 1_000_000
 
 _thread_local = threading.local()
 
@@ -208,9 +212,9 @@ class LeanSpan(trace.Span):
                     self.ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw
                     self.minflt = ru1.ru_minflt - ru0.ru_minflt
                     self.majflt = majflt = ru1.ru_majflt - ru0.ru_majflt
-                    if majflt:  # rare: the kernel time is then mostly paging in
-                        self.attrs = {**self.attrs, semconv.SYSTEM_CPU: round(
-                            (ru1.ru_stime - ru0.ru_stime) * 1e9)}
+                    sys_ns = round((ru1.ru_stime - ru0.ru_stime) * 1e9)
+                    if majflt or sys_ns >= SYSTEM_CPU_MIN_NS:  # rare
+                        self.attrs = {**self.attrs, semconv.SYSTEM_CPU: sys_ns}
         self.ru0 = None
         if self.children:  # rare: its child processes' context switches
             self.attrs = {**self.attrs, semconv.CHILD_IVCSW: self.child_ivcsw,

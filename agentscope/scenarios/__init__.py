@@ -221,6 +221,7 @@ def describe(score_: Score) -> str:
             shares = ", ".join(f"{c} {v:.0%}" for c, v in sorted(
                 t.shares.items(), key=lambda kv: -kv[1]) if v >= 0.01)
             ledger = ", ".join(f"{c} {v:.2f}s" for c, v in t.ledger.items())
+            tie = f" (a near tie with {t.near_tie})" if t.near_tie else ""
             lines.append(f"  {t.scenario}/{t.name} {t.trace_id[:8]}: truth {t.truth} "
-                         f"({ledger}), verdict {t.verdict} ({shares})")
+                         f"({ledger}){tie}, verdict {t.verdict} ({shares})")
     return "\n".join(lines) + "\n"

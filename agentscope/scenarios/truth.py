@@ -124,6 +124,11 @@ def read_truth(trace_dir: "str | os.PathLike[str]") -> tuple:
     return tasks, spans
 
 
+# a task's truth is a near tie where its ledger's second class is within this share of the
+# first (whatif-slots' second request: 0.095 s computing, 0.092 s queued behind the first)
+NEAR_TIE = 0.1
+
+
 @dataclasses.dataclass
 class TaskScore:
     scenario: str
@@ -138,6 +143,17 @@ class TaskScore:
     @property
     def ok(self) -> bool:
         return self.truth == self.verdict
+
+    @property
+    def near_tie(self) -> Optional[str]:
+        """The ledger's second class where it is within NEAR_TIE of the truth's (the
+        workload's own timing cannot tell the two apart: a verdict naming either is not
+        evidence of a wrong rule), else None."""
+        ranked = sorted(((s, c) for c, s in self.ledger.items() if s > 0), reverse=True)
+        if len(ranked) < 2 or ranked[0][1] != self.truth:
+            return None
+        (top, _), (second, cls) = ranked[:2]
+        return cls if top - second <= NEAR_TIE * top else None
 
 
 @dataclasses.dataclass
