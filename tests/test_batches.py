@@ -273,3 +273,61 @@ def test_the_store_cache_goes_once_the_batches_are_read(tmp_path, monkeypatch):
     memory.release_cache()
     assert memory.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] in (
         "1.0 GiB", "953.6 MiB")
+
+
+def test_batches_of_a_store_in_a_file_make_their_words_again_from_it(tmp_path, monkeypatch):
+    """An analysis in batches of a store in a file keeps no batch's classification (every
+    span's figures): each batch's evidence in words is made again from the store when read,
+    a window of its own traces at a time (never past the batch's last trace), and says the
+    same words as one analysis of everything, in any order they are read."""
+    import gc
+    import weakref
+
+    from agentscope.analysis.stored import StoredEvidence
+    from agentscope.analyzers import engine
+    from agentscope.analyzers.results import JoinedEvidence
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _messy_traces(traces, 5)
+    classified = []
+    real = engine.analyze
+
+    def kept(*args, **kwargs):
+        fleet = real(*args, **kwargs)
+        classified.append(weakref.ref(fleet.sections.evidence._classified))
+        return fleet
+
+    monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    monkeypatch.setattr(engine, "analyze", kept)
+    batched = agentscope.analyze(traces, db=tmp_path / "store.duckdb")
+    monkeypatch.undo()
+    gc.collect()
+    batches = len(classified)
+    assert batches >= 5 and not any(ref() is not None for ref in classified)
+    evidence = batched.sections.evidence
+    assert isinstance(evidence, JoinedEvidence) and len(evidence._parts) == batches
+    assert all(isinstance(p, StoredEvidence) for p in evidence._parts)
+    whole = agentscope.analyze(traces, db=":memory:")
+    words = whole.sections.evidence.texts()
+    # each window reads traces of its own batch only: the first batch's last task's words
+    # from an analysis that ends where the second batch starts
+    asked = []
+    read = Store.analysis_input
+
+    def counted(self, *args, **kwargs):
+        asked.append(kwargs.get("traces"))
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "analysis_input", counted)
+    first = evidence._parts[0]
+    second_starts = evidence._parts[1]._trace_ids[0]
+    last = len(first) - 1
+    assert first.texts_at([last]) == [words[last]]
+    assert asked == [(first._trace_ids[-1], second_starts)]
+    monkeypatch.undo()
+    n = len(words)
+    order = [n - 1, 0, n // 2, 1, n - 2]
+    assert batched.sections.evidence.texts_at(order) == [words[k] for k in order]
+    assert batched.sections.evidence.texts() == words
+    _same(whole, batched)

@@ -28,7 +28,7 @@ from ..store.inputs import Source
 from ..store.loading import LoadReport
 from ..store.user_sql import UserSQL, check_statement
 from ..store.schema import DEFAULT_DB, MEMORY
-from .stored import drop_stored, fleet_state, saved_fleet
+from .stored import drop_stored, fleet_state, saved_fleet, stored_part
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -282,7 +282,7 @@ def _analyse(store: Store, load: LoadReport, source: str,
     # (over ClickHouse's input, its window's rows say whether traces are coupled)
     separate = trees is None and (remote is not None or not store.coupled_traces())
     marks = store.marks()
-    touched = fresh = before = None
+    touched = fresh = before = ref = None
     if remote is not None:
         pass  # (each analysis of a window reads it whole)
     elif (previous is not None and separate and previous._marks is not None
@@ -318,11 +318,20 @@ def _analyse(store: Store, load: LoadReport, source: str,
             batches = store.trace_batches(batch_spans or BATCH_SPANS) if separate \
                 else [(None, None)]
             several = len(batches) > 1
+            stored = None
+            if several and store.path is not None:
+                # each batch's evidence in words made again from the store when read, rather
+                # than its spans' figures kept (a store in memory is not read again: settled)
+                ref = _StoreRef(store)
+                ends = iter([hi for _, hi in batches])
+
+                def stored(part: Fleet) -> Fleet:
+                    return stored_part(part, ref, marks, counted, next(ends))
             # (once every batch is read, DuckDB's cache of the store's file goes: at 20M
             # spans 1.5 GB held while the batches are joined and saved)
             fleet = _fleet((store.analysis_input(with_counters=counted, traces=traces)
                             for traces in batches), series, lags, trees, several,
-                           read=store.release_cache if several else None)
+                           read=store.release_cache if several else None, stored=stored)
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:
@@ -340,7 +349,8 @@ def _analyse(store: Store, load: LoadReport, source: str,
               "spans_added": load.spans_added, "duplicates": load.duplicates})
     warnings = list(notes) + own + _load_warnings(store, load, source, len(fleet.tasks))
     analysed = len(fleet.tasks) if touched is None else len(touched)
-    ref = _StoreRef(store, None if remote is None else _read_spans(remote))
+    if ref is None:
+        ref = _StoreRef(store, None if remote is None else _read_spans(remote))
     return Analysis(source, fleet.tasks, fleet.sections, summary, problems, load,
                     tuple(warnings), ref, marks, fleet.warnings, analysed)
 
@@ -355,17 +365,22 @@ def _saved(store: Store, counted: bool) -> tuple:
 
 
 def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
-           in_order: bool = True, empty: Any = None, read: Any = None) -> Fleet:
+           in_order: bool = True, empty: Any = None, read: Any = None,
+           stored: Any = None) -> Fleet:
     """Every trace of ``inputs`` (AnalysisInputs: batches of traces in trace order, or, not
     ``in_order``, parts in any order) analysed a part at a time, and the parts joined.
     ``settle`` (where there are several parts, or may be): each part's evidence made and its
-    spans let go before the next is read. ``empty``: the input to analyse where ``inputs``
-    yields none. ``read``: called once every input is read (before the parts are joined)."""
+    spans let go before the next is read; ``stored``, instead: a part -> the same with its
+    evidence made again from the store (:func:`.stored.stored_part`). ``empty``: the input
+    to analyse where ``inputs`` yields none. ``read``: called once every input is read
+    (before the parts are joined)."""
     parts = []
     for inp in inputs:
         part = engine.analyze(inp, series, lags, trees)
         del inp
-        if settle:
+        if stored is not None:
+            part = stored(part)  # (the old sections, and every span of the part, let go)
+        elif settle:
             part.sections.evidence.settle()  # (what holds every span of the part)
         parts.append(part)
     if read is not None:

@@ -221,12 +221,12 @@ def joined(parts: Any) -> Fleet:
                         for x in secs]),
         JoinedEvidence([x.evidence for x in secs]), cat("basis"), cat("assumed"),
         cat("assumed_cls"))
-    tasks = _repointed([t for p in parts for t in p.tasks], sections)
+    tasks = repointed([t for p in parts for t in p.tasks], sections)
     warnings = tuple(dict.fromkeys(w for p in parts for w in p.warnings))
     return Fleet(tasks, sections, _summary(tasks, sections), warnings)
 
 
-def _repointed(tasks: list, sections: Sections) -> tuple:
+def repointed(tasks: Any, sections: Sections) -> tuple:
     """``tasks`` with their segments read from ``sections`` (theirs, joined) rather than
     from their part's: else the tasks keep every part's arrays alive beside the joined ones
     (every section held twice). Segments already made are carried over; segments that are
