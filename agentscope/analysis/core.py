@@ -687,6 +687,14 @@ class Analysis:
         with self._store.open() as store:
             return store.spans_of(trace_ids)
 
+    def table_rows(self, table: str, columns: Sequence[str],
+                   page: int = 50_000) -> Iterator[dict]:
+        """Every row of the store's ``spans`` or ``samples`` table (see :meth:`query`) as
+        a dict of ``columns``, read in one statement ``page`` rows at a time, in no
+        particular order: what an export of every span or sample reads."""
+        with self._store.open(spans=table == "spans") as store:
+            yield from store.table_rows(table, columns, page)
+
     def span_parents(self) -> dict:
         """{(trace_id, span_id): parent_span_id} of every span in the store."""
         with self._store.open() as store:

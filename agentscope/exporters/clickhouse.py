@@ -8,12 +8,10 @@ from __future__ import annotations
 from typing import Any, Iterator, NamedTuple
 
 from ..store import clickhouse
-from .otlp_traces import span_rows
+from .otlp_traces import SPAN_COLUMNS
 
 PAGE = 50_000  # rows read from the store at a time
-SAMPLES_SQL = ("SELECT ts_ns, host, pid, source, device, metric, value FROM samples "
-               "ORDER BY ts_ns, host, metric, source, device, pid, value "
-               "LIMIT {limit} OFFSET {offset}")
+SAMPLE_COLUMNS = ("ts_ns", "host", "pid", "source", "device", "metric", "value")
 
 
 class Written(NamedTuple):
@@ -33,17 +31,15 @@ def export(analysis: Any, url: str) -> Written:
             counts[k] += 1
             yield line
 
-    spans = (clickhouse.span_line(row) for row in span_rows(analysis, PAGE))
+    # one read of the spans table, unsorted (ClickHouse sorts them by its table's key): the
+    # OTLP exporter's sorted pages read the table again for each page (20M spans: 24 minutes)
+    spans = (clickhouse.span_line(row)
+             for row in analysis.table_rows("spans", SPAN_COLUMNS, PAGE))
     clickhouse.write(remote, counted(spans, 0), counted(_samples(analysis), 1))
     return Written(remote.display, counts[0], counts[1])
 
 
 def _samples(analysis: Any) -> Iterator[str]:
-    offset = 0
-    while True:
-        columns, rows = analysis.query_rows(SAMPLES_SQL.format(limit=PAGE, offset=offset))
-        for row in rows:
-            yield clickhouse.sample_line(dict(zip(columns, row)))
-        if len(rows) < PAGE:
-            return
-        offset += PAGE
+    # (one read, unsorted, as the spans: a sorted page a statement sorted them all again)
+    for row in analysis.table_rows("samples", SAMPLE_COLUMNS, PAGE):
+        yield clickhouse.sample_line(row)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import duckdb
 
@@ -520,6 +520,25 @@ class Store:
                 np.asarray(got["metric"], dtype=object), np.asarray(got["mean"], dtype=np.float64))
 
     # ---- reading, for reports -------------------------------------------------------------------
+    def table_rows(self, table: str, columns: Sequence[str], page: int) -> Iterator[dict]:
+        """Every row of ``table`` (``spans`` or ``samples``) as a dict of ``columns``, read
+        in one statement ``page`` rows at a time, in the table's order (not sorted: a sorted
+        page a statement reads the whole table again for each page)."""
+        if table not in ("spans", "samples"):
+            raise ValueError(f"not a table of records: {table!r}")
+        cursor = self.con.cursor()
+        try:
+            cursor.execute("SELECT " + ", ".join(f'"{c}"' for c in columns) + f" FROM {table}")
+            names = [d[0] for d in cursor.description]
+            while True:
+                rows = cursor.fetchmany(page)
+                if not rows:
+                    return
+                for row in rows:
+                    yield dict(zip(names, row))
+        finally:
+            cursor.close()
+
     def spans_of(self, trace_ids: list) -> dict:
         """trace_id -> [SpanRow], in time order, parents before children that start with
         them."""
