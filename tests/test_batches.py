@@ -25,6 +25,15 @@ def _analyses(directory, batch_spans, monkeypatch):
     """The analysis of ``directory`` at once and in batches of ``batch_spans`` spans, and how
     many batches the second ran."""
     whole = agentscope.analyze(directory, db=":memory:")
+    monkeypatch.setattr(core, "BATCH_SPANS", batch_spans)
+    calls = _asked_traces(monkeypatch)
+    batched = agentscope.analyze(directory, db=":memory:")
+    monkeypatch.undo()
+    return whole, batched, len(calls)
+
+
+def _asked_traces(monkeypatch) -> list:
+    """The ``traces`` of every Store.analysis_input call from now on (until undone)."""
     calls = []
     real = Store.analysis_input
 
@@ -32,11 +41,8 @@ def _analyses(directory, batch_spans, monkeypatch):
         calls.append(kwargs.get("traces"))
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(core, "BATCH_SPANS", batch_spans)
     monkeypatch.setattr(Store, "analysis_input", counted)
-    batched = agentscope.analyze(directory, db=":memory:")
-    monkeypatch.undo()
-    return whole, batched, len(calls)
+    return calls
 
 
 def _same(whole, batched, close=False):
@@ -312,14 +318,7 @@ def test_batches_of_a_store_in_a_file_make_their_words_again_from_it(tmp_path, m
     words = whole.sections.evidence.texts()
     # each window reads traces of its own batch only: the first batch's last task's words
     # from an analysis that ends where the second batch starts
-    asked = []
-    read = Store.analysis_input
-
-    def counted(self, *args, **kwargs):
-        asked.append(kwargs.get("traces"))
-        return read(self, *args, **kwargs)
-
-    monkeypatch.setattr(Store, "analysis_input", counted)
+    asked = _asked_traces(monkeypatch)
     first = evidence._parts[0]
     second_starts = evidence._parts[1]._trace_ids[0]
     last = len(first) - 1
