@@ -727,3 +727,19 @@ def test_json_typed_attributes_keep_their_values(tmp_path):
     assert attrs["gen_ai.usage.input_tokens"] == "12" and attrs["flag"] == "true"
     assert json.loads(attrs["a.b.c.d.e.f"]) == {"g": {"h": "deep"}}
     assert json.loads(row["events"][0])[0]["attrs"] == {"exception.type": "TimeoutError"}
+
+
+def test_table_rows_take_only_the_tables_columns(tmp_path):
+    """Analysis.table_rows reads the spans or samples table and names only their columns (a
+    name is not SQL); a page of 0 is a page of 1."""
+    from agentscope.exporters.otlp_traces import SPAN_COLUMNS
+
+    with agentscope.analyze(REPO / "sample_traces", db=tmp_path / "s.duckdb") as analysis:
+        for table, columns in (("spans", ["span_id", 'x" FROM spans; --']),
+                               ("task_results", ["trace_id"])):
+            with pytest.raises(ValueError):
+                list(analysis.table_rows(table, columns))
+        rows = list(analysis.table_rows("samples", clickhouse_out.SAMPLE_COLUMNS, 0))
+        assert len(rows) == analysis.query("SELECT count(*) AS n FROM samples")["n"][0] > 0
+        first = next(analysis.table_rows("spans", SPAN_COLUMNS, 0))
+        assert set(first) == set(SPAN_COLUMNS)

@@ -78,6 +78,13 @@ def test_kernel_time_of_a_memory_stage_is_memory():
     # no accounting of its own (judged from its process tree): no kernel time of its own
     v = classify_one(facts(stage="memory", own_cpu=-1.0, sys_cpu=0.25e9))
     assert v.shares == pytest.approx({"memory": 1.0}) and "kernel" not in v.reason
+    # a span of its own thread ran inside it (0.1 s of its 1 s): the thread's kernel time is
+    # not its own alone (it is not netted of the child's), so only its faults' part counts
+    v = classify_one(facts(stage="memory", own_cpu=0.3e9, own_wall=0.9e9, sys_cpu=0.25e9,
+                           own_faults=10.0))
+    busy = 0.3 / 0.9  # (on-CPU over its own time)
+    assert v.shares["memory"] == pytest.approx(1 - busy + busy * 10 * 50e3 / 0.3e9)
+    assert "handling 10 major page faults (paging in)" in v.reason
 
 
 def test_server_span_computes_after_its_queue_time():
@@ -197,7 +204,9 @@ def test_the_rules_and_their_words_as_they_were():
             changed += 1
             continue
         own, sys_ns = f["own_cpu"] or 0.0, f["sys_cpu"] or 0.0
-        if f["stage"] == "memory" and own > 0 and sys_ns > 0 and case["shares"]["cpu"] > 0:
+        alone = f["own_wall"] >= max(f["end"] - f["start"], 1)  # no span of its thread inside
+        if f["stage"] == "memory" and own > 0 and sys_ns > 0 and alone and \
+                case["shares"]["cpu"] > 0:
             # since the kernel time of memory stages: all of a memory stage's kernel time is
             # memory work (before: up to FAULT_CPU_NS a fault); that part of its cpu moves
             old = min(sys_ns, f["own_faults"] * FAULT_CPU_NS, own) if f["own_faults"] > 0 else 0

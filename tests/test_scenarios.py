@@ -121,6 +121,7 @@ def test_a_near_tie_truth_names_its_second_class():
     assert task("cpu", {"cpu": 0.15, "queue": 0.11}).near_tie is None  # 27 % apart
     assert task("cpu", {"cpu": 0.15}).near_tie is None
     assert task("cpu", {"cpu": 0.1, "queue": 0.0}).near_tie is None
+    assert task("cpu", {"queue": 0.1, "cpu": 0.1}).near_tie == "queue"  # an exact tie
     # a truth that is not the ledger's largest (set apart by its workload) is no tie of it
     assert task("io", {"cpu": 0.1, "queue": 0.095}).near_tie is None
 

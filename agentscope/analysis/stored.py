@@ -149,8 +149,11 @@ class StoredEvidence:
             return self._all[lo:hi]
         out: list = []
         at = lo
+        last = self._task_of(hi - 1) if hi > lo else 0
         while at < hi:
-            first, end, words = self._words_of(self._task_of(at))
+            # (a window reaches the last task asked for, up to WINDOW_SPANS spans: a reader
+            # of every section makes a few large analyses, not one per task to begin with)
+            first, end, words = self._words_of(self._task_of(at), last)
             base = self._bounds[first]
             stop = min(hi, self._bounds[end])
             got = words[at - base:stop - base]
@@ -195,17 +198,18 @@ class StoredEvidence:
             n += 1
         return n
 
-    def _words_of(self, task: int) -> tuple:
+    def _words_of(self, task: int, last: int = -1) -> tuple:
         """(first task, end task, words of their sections) of the window holding ``task``.
         A window is one task, and four times the last one's tasks (up to WINDOW_SPANS
-        spans) where it follows it: a reader of a few tasks pays for those, one that reads
-        them all in order for a few large analyses."""
+        spans) where it follows it, or up to task ``last`` (and WINDOW_SPANS spans) where
+        that is further: a reader of a few tasks pays for those, one that reads them all
+        for a few large analyses."""
         first, end, words = self._window
         if first <= task < end:
             return self._window
         if self._prefetched.get(task) is not None:
             return task, task + 1, self._prefetched[task]
-        most = 4 * (end - first) if task == end > first else 1
+        most = max(4 * (end - first) if task == end > first else 1, last - task + 1)
         end = task + self._fitting(range(task, len(self._trace_ids)), most)
         upto = self._trace_ids[end] if end < len(self._trace_ids) else self._end
         # the traces from the first to the next one's: a range the store reads faster than

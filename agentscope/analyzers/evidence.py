@@ -301,6 +301,7 @@ class Classified:
     proc: Any = None
     via: Any = None
     proc_run: Any = None  # share moved to cpu: its process computing for others meanwhile
+    kernel: Any = None  # bool: its paging_ns is a memory stage's kernel time (None: none is)
 
     def __len__(self) -> int:
         return len(self.cls)
@@ -360,7 +361,8 @@ class Classified:
         figures = tuple(np.asarray(a)[rows] for a in (
             f.queue_s, self.queued, self.measured, f.stage_code, self.wait_cls, f.loop,
             self.busy, self.paging_ns, f.own_faults, f.child_cpu_ns, self.waiting,
-            self.fault_wait, self.waited, self.rest, f.model_s))
+            self.fault_wait, self.waited, self.rest, f.model_s,
+            np.zeros(len(self.cls), dtype=bool) if self.kernel is None else self.kernel))
         endpoint = getattr(f, "endpoint", None)
         if endpoint is not None:
             endpoint = np.asarray(endpoint, dtype=object)[rows]
@@ -420,7 +422,8 @@ class Gathered(NamedTuple):
 def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: int, loop: bool,
            busy: float, paging_ns: float, faults: float, child_ns: float, waiting: float,
            fault_wait: float, waited: float, rest: float, model_s: float,
-           endpoint: Optional[str] = None, process: Optional[str] = None) -> str:
+           kernel: bool = False, endpoint: Optional[str] = None,
+           process: Optional[str] = None) -> str:
     """One span's evidence in words, from the figures :func:`classify` decided by."""
     notes = []
     if queue_s:
@@ -446,7 +449,7 @@ def _words(queue_s: float, queued: bool, measured: bool, code: int, wait_cls: in
     else:
         scope = " (event loop, shared with other tasks)" if loop else ""
         notes.append(f"on-CPU {busy:.0%}{scope}")
-    if paging_ns > 0 and code == _MEMORY_CODE:
+    if paging_ns > 0 and kernel:
         notes.append(f"of which {paging_ns / 1e9:.3g} s in the kernel moving its working set "
                      "(memory stage)")
     elif paging_ns > 0:
@@ -569,7 +572,10 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
     # kernel CPU that was memory work: handling its major faults (up to FAULT_CPU_NS each);
     # in a memory stage, all of its thread's kernel time (copying its data between tiers,
     # pinning pages for direct I/O, mapping and unmapping: moving its working set)
-    kernel_memory = measured & ~via & is_memory & (sys_cpu > 0)
+    # (its thread's kernel time is the span's own only where no span of its own thread ran
+    # inside it: the figure is not netted of theirs)
+    kernel_memory = measured & ~via & is_memory & (sys_cpu > 0) & \
+        (np.asarray(f.own_wall, dtype=np.float64) >= dur)
     paging = np.where(measured & (faults > 0) & (sys_cpu > 0),
                       np.minimum(np.minimum(sys_cpu, faults * FAULT_CPU_NS), own_cpu), 0.0)
     paging = np.where(kernel_memory, np.minimum(sys_cpu, np.maximum(own_cpu, 0.0)), paging)
@@ -672,7 +678,7 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
                kid_v, thread_run, ivcsw, vcsw, workers_run, unowned, gil_run, other, run_delay)
     return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
                       paging, fault_wait, waiting, left, wait_cls, rest, basis, why, proc, via,
-                      proc_run)
+                      proc_run, kernel_memory & (paging > 0))
 
 
 def classify_one(span: Optional[SpanFacts]) -> Verdict:

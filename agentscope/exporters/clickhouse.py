@@ -5,6 +5,7 @@ agentscope's samples table, for users who start from trace files (docs/clickhous
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator, NamedTuple
 
 from ..store import clickhouse
@@ -31,15 +32,13 @@ def export(analysis: Any, url: str) -> Written:
             counts[k] += 1
             yield line
 
-    # one read of the spans table, unsorted (ClickHouse sorts them by its table's key): the
-    # OTLP exporter's sorted pages read the table again for each page (20M spans: 24 minutes)
-    spans = (clickhouse.span_line(row)
-             for row in analysis.table_rows("spans", SPAN_COLUMNS, PAGE))
-    clickhouse.write(remote, counted(spans, 0), counted(_samples(analysis), 1))
+    # one read of each table, unsorted (ClickHouse sorts the rows by its table's key): the
+    # OTLP exporter's sorted pages read the table again for each page (20M spans: 24
+    # minutes); closed when done or failed (each holds the store open while it is read)
+    with contextlib.closing(analysis.table_rows("spans", SPAN_COLUMNS, PAGE)) as spans, \
+            contextlib.closing(analysis.table_rows("samples", SAMPLE_COLUMNS, PAGE)) as samples:
+        clickhouse.write(remote, counted(map(clickhouse.span_line, spans), 0),
+                         counted(map(clickhouse.sample_line, samples), 1))
     return Written(remote.display, counts[0], counts[1])
 
 
-def _samples(analysis: Any) -> Iterator[str]:
-    # (one read, unsorted, as the spans: a sorted page a statement sorted them all again)
-    for row in analysis.table_rows("samples", SAMPLE_COLUMNS, PAGE):
-        yield clickhouse.sample_line(row)

@@ -149,11 +149,12 @@ class TaskScore:
         """The ledger's second class where it is within NEAR_TIE of the truth's (the
         workload's own timing cannot tell the two apart: a verdict naming either is not
         evidence of a wrong rule), else None."""
-        ranked = sorted(((s, c) for c, s in self.ledger.items() if s > 0), reverse=True)
-        if len(ranked) < 2 or ranked[0][1] != self.truth:
+        top = self.ledger.get(self.truth, 0.0)
+        others = [(s, c) for c, s in self.ledger.items() if c != self.truth and s > 0]
+        if top <= 0 or not others:
             return None
-        (top, _), (second, cls) = ranked[:2]
-        return cls if top - second <= NEAR_TIE * top else None
+        second, cls = max(others)
+        return cls if second <= top and top - second <= NEAR_TIE * top else None
 
 
 @dataclasses.dataclass

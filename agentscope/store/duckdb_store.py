@@ -526,6 +526,13 @@ class Store:
         page a statement reads the whole table again for each page)."""
         if table not in ("spans", "samples"):
             raise ValueError(f"not a table of records: {table!r}")
+        known = {name for (name,) in self._x(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND table_name = ?", [table])}
+        unknown = [c for c in columns if c not in known]
+        if unknown:
+            raise ValueError(f"not columns of {table}: {unknown!r}")
+        page = max(int(page), 1)
         cursor = self.con.cursor()
         try:
             cursor.execute("SELECT " + ", ".join(f'"{c}"' for c in columns) + f" FROM {table}")

@@ -173,7 +173,7 @@ SELECT s.idx, s.trace_no,
         coalesce(s.attr_server_address || coalesce(':' || s.attr_server_port, ''),
                  s.attr_url_authority) END AS endpoint,
     coalesce(s.attr_cpu_scope = 'loop', false) AS loop,
-    -- kernel CPU of its thread, recorded where it took major faults (most of it paging in)
+    -- kernel CPU of its thread, recorded where it took major faults or 1 ms or more
     coalesce(TRY_CAST(s.attr_thread_system_ns AS DOUBLE), 0) AS sys_cpu,
     CASE WHEN s.parent_idx < 0 OR s.stage = 'task' THEN s.attr_lane END AS lane,
     CASE WHEN s.parent_idx < 0 OR s.stage = 'task' THEN s.service END AS service,
