@@ -305,6 +305,7 @@ def test_batches_of_a_store_in_a_file_make_their_words_again_from_it(tmp_path, m
         return fleet
 
     monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    monkeypatch.setattr(core, "STORED_WORDS_SPANS", 1000)
     monkeypatch.setattr(engine, "analyze", kept)
     batched = agentscope.analyze(traces, db=tmp_path / "store.duckdb")
     monkeypatch.undo()
@@ -330,3 +331,26 @@ def test_batches_of_a_store_in_a_file_make_their_words_again_from_it(tmp_path, m
     assert batched.sections.evidence.texts_at(order) == [words[k] for k in order]
     assert batched.sections.evidence.texts() == words
     _same(whole, batched)
+
+
+def test_a_smaller_store_keeps_what_its_words_are_made_of(tmp_path, monkeypatch):
+    """At or below STORED_WORDS_SPANS spans the batches keep their sections' spans' figures
+    (settled): reading every word makes no analysis again."""
+    from agentscope.analyzers.evidence import Gathered
+    from agentscope.analyzers.results import JoinedEvidence, SectionEvidence
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _messy_traces(traces, 7)
+    monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    batched = agentscope.analyze(traces, db=tmp_path / "store.duckdb")
+    assert batched.summary.spans <= core.STORED_WORDS_SPANS
+    evidence = batched.sections.evidence
+    assert isinstance(evidence, JoinedEvidence) and len(evidence._parts) >= 5
+    assert all(isinstance(p, SectionEvidence) and isinstance(p._classified, Gathered)
+               for p in evidence._parts)
+    asked = _asked_traces(monkeypatch)
+    words = evidence.texts()
+    assert not asked
+    monkeypatch.undo()
+    assert words == agentscope.analyze(traces, db=":memory:").sections.evidence.texts()

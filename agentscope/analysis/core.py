@@ -264,6 +264,11 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
 # spans analysed at a time: a larger store is analysed in batches of whole traces (where no
 # trace's analysis reads another's spans), so that memory holds one batch's spans, not all
 BATCH_SPANS = 500_000
+# above this many spans, a batched analysis of a store in a file keeps nothing its sections'
+# words are made of (about 60 bytes a span: 1.1 GB at 20M) and makes them again from the
+# store when read; below, it keeps them: reading every section's words (--format json)
+# then costs no second analysis (at 1M spans 6.1 s against 8.1 s)
+STORED_WORDS_SPANS = 5_000_000
 
 
 def _analyse(store: Store, load: LoadReport, source: str,
@@ -319,7 +324,7 @@ def _analyse(store: Store, load: LoadReport, source: str,
                 else [(None, None)]
             several = len(batches) > 1
             stored = None
-            if several and store.path is not None:
+            if several and store.path is not None and marks[0] > STORED_WORDS_SPANS:
                 # each batch's evidence in words made again from the store when read, rather
                 # than its spans' figures kept (a store in memory is not read again: settled)
                 ref = _StoreRef(store)
