@@ -287,6 +287,7 @@ class Classified:
     measured: Any  # it has resource accounting
     busy: Any  # on-CPU fraction of the time it was not queued
     paging_ns: Any  # kernel CPU counted as memory work (paging in, a memory stage's; 0: none)
+    kernel: Any  # bool: its paging_ns is a memory stage's kernel time (not its faults' part)
     fault_wait: Any  # share of the span counted as waiting for major faults
     waiting: Any  # share of the span it waited off-CPU, before the faults took theirs
     waited: Any  # ... after
@@ -301,7 +302,6 @@ class Classified:
     proc: Any = None
     via: Any = None
     proc_run: Any = None  # share moved to cpu: its process computing for others meanwhile
-    kernel: Any = None  # bool: its paging_ns is a memory stage's kernel time (None: none is)
 
     def __len__(self) -> int:
         return len(self.cls)
@@ -361,8 +361,7 @@ class Classified:
         figures = tuple(np.asarray(a)[rows] for a in (
             f.queue_s, self.queued, self.measured, f.stage_code, self.wait_cls, f.loop,
             self.busy, self.paging_ns, f.own_faults, f.child_cpu_ns, self.waiting,
-            self.fault_wait, self.waited, self.rest, f.model_s,
-            np.zeros(len(self.cls), dtype=bool) if self.kernel is None else self.kernel))
+            self.fault_wait, self.waited, self.rest, f.model_s, self.kernel))
         endpoint = getattr(f, "endpoint", None)
         if endpoint is not None:
             endpoint = np.asarray(endpoint, dtype=object)[rows]
@@ -677,8 +676,8 @@ def classify(f: Any, threads: Any = None, proc: Any = None) -> Classified:
     why = _Why(blk, blocked_ns, np.asarray(tf.blocker), tf.blocker_label, kids_run, kid_iv,
                kid_v, thread_run, ivcsw, vcsw, workers_run, unowned, gil_run, other, run_delay)
     return Classified(shares, confidence, np.argmax(shares, axis=1), f, queued, measured, busy,
-                      paging, fault_wait, waiting, left, wait_cls, rest, basis, why, proc, via,
-                      proc_run, kernel_memory & (paging > 0))
+                      paging, kernel_memory & (paging > 0), fault_wait, waiting, left, wait_cls,
+                      rest, basis, why, proc, via, proc_run)
 
 
 def classify_one(span: Optional[SpanFacts]) -> Verdict:
