@@ -210,21 +210,35 @@ def test_batches_group_spans_by_resource_and_gzip_is_the_same(tmp_path):
             assert not b.problems and _spans(b) == _spans(a)
 
 
-def test_spans_are_read_from_the_store_a_page_at_a_time(tmp_path, monkeypatch):
+def test_spans_are_read_from_the_store_a_batch_of_traces_at_a_time(tmp_path, monkeypatch):
+    """The spans are read in (trace_id, span_id) order a batch of traces per statement (each
+    statement sorts its batch alone), not a sorted page of the whole table per statement
+    (which read the whole table for each page): the same requests either way."""
+    from agentscope.store.duckdb_store import Store
+
     src = _copy(SAMPLES / "io", tmp_path / "src")
     with analyze(src, db=":memory:") as a:
         whole = list(otlp_traces.requests(a, batch=4))
-        monkeypatch.setattr(otlp_traces, "PAGE_SPANS", 10)  # pages of 8 spans: 2 requests
-        queries = []
-        real = type(a).query_rows
-        monkeypatch.setattr(type(a), "query_rows",
-                            lambda self, sql: queries.append(sql) or real(self, sql))
+        monkeypatch.setattr(otlp_traces, "PAGE_SPANS", 10)  # fetched 8 spans at a time
+        monkeypatch.setattr(otlp_traces, "TRACE_BATCH_SPANS", 10)
+        statements = []
+        real = Store._fetched
+        monkeypatch.setattr(Store, "_fetched", lambda self, sql, params, page: (
+            statements.append((sql, params, page)) or real(self, sql, params, page)))
         paged = list(otlp_traces.requests(a, batch=4))
+        batches = a.query_rows("SELECT count(DISTINCT trace_id) FROM spans")[1][0][0]
+        with pytest.raises(ValueError, match="only spans"):
+            list(a.table_rows("samples", ["ts_ns"], by_trace=10))
     assert paged == whole
     n = sum(1 for _ in _exported_spans(whole))
-    assert sum("LIMIT 8" in q for q in queries) == n // 8 + 1
     keys = [(s["traceId"], s["spanId"]) for _, _, s in _exported_spans(whole)]
-    assert len(set(keys)) == len(keys) == n
+    assert len(set(keys)) == len(keys) == n and keys == sorted(keys)
+    # (traces of about 10 spans or more: a statement each, every one sorted by trace)
+    assert 1 < len(statements) <= batches
+    assert all("ORDER BY trace_id, span_id" in sql and page == 8 for sql, _, page in statements)
+    bounds = [(p["lo"], p["hi"]) for _, p, _ in statements]
+    assert bounds[0][0] is None and bounds[-1][1] is None
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
 
 
 def test_otlp_json_encoding(tmp_path):

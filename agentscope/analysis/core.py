@@ -692,13 +692,15 @@ class Analysis:
         with self._store.open() as store:
             return store.spans_of(trace_ids)
 
-    def table_rows(self, table: str, columns: Sequence[str],
-                   page: int = 50_000) -> Iterator[dict]:
+    def table_rows(self, table: str, columns: Sequence[str], page: int = 50_000,
+                   by_trace: Optional[int] = None) -> Iterator[dict]:
         """Every row of the store's ``spans`` or ``samples`` table (see :meth:`query`) as
-        a dict of ``columns``, read in one statement ``page`` rows at a time, in no
-        particular order: what an export of every span or sample reads."""
+        a dict of ``columns``, read ``page`` rows at a time: in one statement, in no
+        particular order, or, with ``by_trace`` (spans), in (trace_id, span_id) order, a
+        batch of traces of about that many spans at a time: what an export of every span
+        or sample reads (:meth:`Store.table_rows`)."""
         with self._store.open(spans=table == "spans") as store:
-            yield from store.table_rows(table, columns, page)
+            yield from store.table_rows(table, columns, page, by_trace)
 
     def span_parents(self) -> dict:
         """{(trace_id, span_id): parent_span_id} of every span in the store."""

@@ -28,6 +28,7 @@ OTLP reader drops on import, so that export then import gives the same ``spans``
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import gzip
 import json
@@ -46,21 +47,21 @@ from ..analyzers.verdict import bottleneck_assumed
 
 PREFIX = semconv.ANALYSIS_PREFIX  # the analysis' attributes (dropped again on import)
 DEFAULT_BATCH = 1000  # spans per request at most
-PAGE_SPANS = 20_000  # spans read from the store per query (about)
+PAGE_SPANS = 20_000  # spans fetched from the store at a time (about)
+# spans of the traces read (and sorted) by one statement: a statement per page of the whole
+# table in (trace_id, span_id) order read the whole table for each page (at 5M spans 0.86 s
+# a page of 20k, 215 s in all, against 11.8 s by batches of traces; benchmarks/RESULTS.md)
+TRACE_BATCH_SPANS = 500_000
 TIMEOUT_S = 30.0  # per POST
 
 KIND_CODES = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 STATUS_CODES = {"unset": 0, "ok": 1, "error": 2}
 
-# the columns of `spans` that a span is written from, read a page at a time in
-# (trace_id, span_id) order; {after} continues after the last span of the previous page
+# the columns of `spans` that a span is written from, read in (trace_id, span_id) order
 ACCOUNTING_COLUMNS = tuple(semconv.ACCOUNTING_ATTRIBUTES)
 SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns",
                 "status", "status_message", "service", "host", "pid", "stage", "stage_from",
                 "attrs", "events", "links", *ACCOUNTING_COLUMNS)
-SPANS_PAGE_SQL = ("SELECT " + ", ".join(SPAN_COLUMNS) + " FROM spans {after} "
-                  "ORDER BY trace_id, span_id LIMIT {limit}")
-AFTER_SQL = "WHERE trace_id > '{t}' OR (trace_id = '{t}' AND span_id > '{s}')"
 
 
 class Exported(NamedTuple):
@@ -90,15 +91,18 @@ def requests(analysis: Any, batch: int = DEFAULT_BATCH) -> Iterator[dict]:
     on_path = critical_path_attributes(analysis)
     on_root = task_root_attributes(analysis)
     pending: list = []
-    for row in span_rows(analysis, batch * max(1, PAGE_SPANS // batch)):
-        key = (row["trace_id"], row["span_id"])
-        extra = on_path.get(key)
-        if key in on_root:
-            extra = {**(extra or {}), **on_root[key]}
-        pending.append(((row["service"], row["host"], row["pid"]), _span(row, extra)))
-        if len(pending) == batch:
-            yield _request(pending)
-            pending = []
+    with contextlib.closing(analysis.table_rows(
+            "spans", SPAN_COLUMNS, batch * max(1, PAGE_SPANS // batch),
+            by_trace=TRACE_BATCH_SPANS)) as rows:
+        for row in rows:
+            key = (row["trace_id"], row["span_id"])
+            extra = on_path.get(key)
+            if key in on_root:
+                extra = {**(extra or {}), **on_root[key]}
+            pending.append(((row["service"], row["host"], row["pid"]), _span(row, extra)))
+            if len(pending) == batch:
+                yield _request(pending)
+                pending = []
     if pending:
         yield _request(pending)
 
@@ -250,24 +254,6 @@ def task_root_attributes(analysis: Any) -> dict:
 
 
 # ---- spans as OTLP/JSON ------------------------------------------------------------------------
-def span_rows(analysis: Any, page: int) -> Iterator[dict]:
-    """Every row of ``spans`` as a dict, a page at a time (keyset paging: each query starts
-    after the last key of the one before)."""
-    after = ""
-    while True:
-        columns, rows = analysis.query_rows(SPANS_PAGE_SQL.format(after=after, limit=page))
-        for row in rows:
-            yield dict(zip(columns, row))
-        if len(rows) < page:
-            return
-        last = dict(zip(columns, rows[-1]))
-        after = AFTER_SQL.format(t=_literal(last["trace_id"]), s=_literal(last["span_id"]))
-
-
-def _literal(text: str) -> str:
-    return str(text).replace("'", "''")
-
-
 def _span(row: dict, analysis_attrs: dict | None) -> tuple:
     """(scope name, the OTLP/JSON span) of a row of ``spans``."""
     attrs = _loads(row["attrs"], {})

@@ -520,12 +520,18 @@ class Store:
                 np.asarray(got["metric"], dtype=object), np.asarray(got["mean"], dtype=np.float64))
 
     # ---- reading, for reports -------------------------------------------------------------------
-    def table_rows(self, table: str, columns: Sequence[str], page: int) -> Iterator[dict]:
+    def table_rows(self, table: str, columns: Sequence[str], page: int,
+                   by_trace: Optional[int] = None) -> Iterator[dict]:
         """Every row of ``table`` (``spans`` or ``samples``) as a dict of ``columns``, read
-        in one statement ``page`` rows at a time, in the table's order (not sorted: a sorted
-        page a statement reads the whole table again for each page)."""
+        ``page`` rows at a time: in one statement, in the table's order (not sorted: a sorted
+        page a statement reads the whole table again for each page); or, with ``by_trace``
+        (spans only), in (trace_id, span_id) order, a statement per batch of traces of about
+        that many spans (:meth:`trace_batches`): each sorts its batch alone, and the table
+        is read once a batch rather than once a page."""
         if table not in ("spans", "samples"):
             raise ValueError(f"not a table of records: {table!r}")
+        if by_trace is not None and table != "spans":
+            raise ValueError("only spans are read by trace")
         known = {name for (name,) in self._x(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
             "AND schema_name = 'main' AND table_name = ?", [table])}
@@ -533,9 +539,22 @@ class Store:
         if unknown:
             raise ValueError(f"not columns of {table}: {unknown!r}")
         page = max(int(page), 1)
+        select = "SELECT " + ", ".join(f'"{c}"' for c in columns) + f" FROM {table}"
+        if by_trace is None:
+            yield from self._fetched(select, {}, page)
+            return
+        for lo, hi in self.trace_batches(by_trace):
+            yield from self._fetched(
+                f"{select} WHERE ($lo::VARCHAR IS NULL OR trace_id >= $lo) AND "
+                "($hi::VARCHAR IS NULL OR trace_id < $hi) ORDER BY trace_id, span_id",
+                {"lo": lo, "hi": hi}, page)
+
+    def _fetched(self, statement: str, params: dict, page: int) -> Iterator[dict]:
+        """The rows of ``statement`` as dicts, fetched ``page`` at a time on a cursor of
+        their own (closed however the reader stops)."""
         cursor = self.con.cursor()
         try:
-            cursor.execute("SELECT " + ", ".join(f'"{c}"' for c in columns) + f" FROM {table}")
+            cursor.execute(statement, params)
             names = [d[0] for d in cursor.description]
             while True:
                 rows = cursor.fetchmany(page)
