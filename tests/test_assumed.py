@@ -448,3 +448,42 @@ def test_otlp_traces_carry_the_assumed_bottleneck_on_the_task_root(assumed, meas
     assert on_path[(CHAT, "2" * 16)][prefix + "class_from"] == "measured"
     plain = otlp_traces.task_root_attributes(measured)
     assert all(a[prefix + "bottleneck_assumed"] is False for a in plain.values())
+
+
+def test_results_are_held_compactly_and_stay_read_only(tmp_path):
+    """A section's class and basis are one byte each; the tasks that assumed nothing share
+    one read-only all-zero figure per class (most tasks: about 0.7 KB each), and an analysis
+    restored from its store holds the same."""
+    import numpy as np
+
+    d = _assumed_dir(tmp_path / "traces")
+    with open(d / "spans-h-1-1.jsonl", "a") as f:  # a second task that assumed nothing
+        f.write("".join(spanfile.encode(r) for r in _measured_task("d" * 32, "other-task")))
+    db = tmp_path / "s.duckdb"
+    with agentscope.analyze(d, db=db) as a:
+        assert a.sections.cls.dtype == np.int8 and a.sections.basis.dtype == np.int8
+        assert a.sections.assumed is not None  # (chat-task's memory section)
+        chat, build, other = _task(a, CHAT), _task(a, BUILD), _task(a, "d" * 32)
+        assert chat.assumed["memory"] > 0 and chat.assumed is not build.assumed
+        assert build.assumed is other.assumed
+        assert dict(build.assumed) == dict.fromkeys(CLASSES, 0.0)
+        with pytest.raises(TypeError):
+            build.assumed["gpu"] = 1.0
+        made = a.to_dict()
+        del made["summary"]["load"]
+    with agentscope.analyze(d, db=db) as b:  # restored from the store
+        assert b.traces_analysed == 0
+        assert b.sections.cls.dtype == np.int8 and b.sections.basis.dtype == np.int8
+        assert _task(b, BUILD).assumed is _task(b, "d" * 32).assumed
+        assert _task(b, CHAT).assumed["memory"] > 0
+        restored = b.to_dict()
+        del restored["summary"]["load"]  # (nothing was loaded this time)
+        assert restored == made
+    # a fleet that assumed nothing holds no per-section arrays of it, made or restored
+    measured = _write(tmp_path / "measured", _measured_task())
+    for _ in range(2):
+        with agentscope.analyze(measured, db=tmp_path / "m.duckdb") as m:
+            assert m.sections.assumed is None and m.sections.assumed_cls is None
+            assert all(v == 0 for row in m.breakdown("stage", assumed=True).values()
+                       for v in row.values())
+            assert m.task_results[0].segments[0].assumed is None

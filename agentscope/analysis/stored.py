@@ -23,8 +23,8 @@ import numpy as np
 from ..analyzers import engine
 from ..analyzers.counters import MAX_HOLD_NS, METRICS
 from ..analyzers.evidence import BASES, CLASSES
-from ..analyzers.results import (Fleet, JoinedEvidence, LazySegments, ReadOnlyDict, Sections,
-                                 SlicedEvidence, Summary, TaskResult, thawed)
+from ..analyzers.results import (CODE, Fleet, JoinedEvidence, LazySegments, Sections,
+                                 SlicedEvidence, Summary, TaskResult, per_class, thawed)
 from ..errors import StoreError
 
 # the most spans analysed at a time when the words of stored sections are made again (a
@@ -62,20 +62,21 @@ def saved_fleet(store: Any, ref: Any, counted: bool, marks: tuple) -> Optional[F
     bounds = np.searchsorted(task, np.arange(n + 1)).tolist()
     trace_ids = cols["trace_id"].tolist()
     evidence = StoredEvidence(ref, marks, counted, trace_ids, cols["spans"].tolist(), bounds)
+    assumed = np.asarray(secs["assumed"], dtype=np.float64)
     sections = Sections(
         task, np.asarray(secs["seq"], dtype=np.int64), _objects(secs["span_id"]),
         _objects(secs["name"]), _objects(secs["stage"]),
         np.asarray(secs["start_ns"], dtype=np.int64), np.asarray(secs["end_ns"], dtype=np.int64),
-        np.asarray(secs["class"], dtype=np.int64),
+        np.asarray(secs["class"], dtype=CODE),
         np.asarray(secs["confidence"], dtype=np.float64),
         np.stack([np.asarray(secs[f"share_{c}"], dtype=np.float64) for c in CLASSES], axis=1)
         if len(task) else np.zeros((0, len(CLASSES))),
-        evidence, np.asarray(secs["basis"], dtype=np.int64),
-        np.asarray(secs["assumed"], dtype=np.float64),
-        np.asarray(secs["assumed_cls"], dtype=np.int8))
+        evidence, np.asarray(secs["basis"], dtype=CODE),
+        *((assumed, np.asarray(secs["assumed_cls"], dtype=np.int8)) if assumed.any()
+          else (None, None)))  # (none assumed: no arrays, as the analysis made them)
 
     def per_task(prefix: str) -> Iterator:  # class -> figure, per task
-        return (ReadOnlyDict(zip(CLASSES, row)) for row in np.stack(
+        return (per_class(row) for row in np.stack(
             [np.asarray(cols[prefix + c], dtype=np.float64) for c in CLASSES], axis=1).tolist())
 
     column = {k: np.asarray(v).tolist() for k, v in cols.items()}

@@ -31,8 +31,8 @@ from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_
                        SELF_TIME_STAGES, UNTRACED_BASIS, classify, process_confidence)
 from .process_share import ProcessShare, process_share
 from .reliability import lost_time
-from .results import (Fleet, JoinedEvidence, LazySegments, ReadOnlyDict, SectionEvidence,
-                      Sections, TaskResult, sliced_evidence)
+from .results import (CODE, Fleet, JoinedEvidence, LazySegments, SectionEvidence, Sections,
+                      TaskResult, per_class, sliced_evidence)
 from .threads import thread_facts
 from .verdict import (NO_CLASS, assumed_parts, bottlenecks, evidence_kept, evidence_line,
                       span_label, summarize, task_confidence)
@@ -141,9 +141,10 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
     sections = Sections(
         task, seq, _pick(span_ids, row, is_gap, None),
         _shared(_pick(names, row, is_gap, "(gap)")), _shared(_pick(stage, row, is_gap, None)),
-        start, end, sec_cls, sec_conf, sec_shares,
-        SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis, sec_assumed,
-        sec_assumed_cls)
+        start, end, sec_cls.astype(CODE), sec_conf, sec_shares,
+        SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis.astype(CODE),
+        # (none assumed, as in most analyses: no arrays, 9 bytes a section less)
+        *((sec_assumed, sec_assumed_cls) if sec_assumed.any() else (None, None)))
 
     # time lost to timeouts and to retried failures, on each task's path
     timeout_ns, retry_ns = lost_time(inp, task, span, start, end, n_tasks)
@@ -184,11 +185,11 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
             trace_id = next((x for x in inp.trace_id[lo:hi] if x is not None), "")
         tasks.append(TaskResult(
             trace_id, names[root], inp.lane[root], inp.service[root], starts[t], dur,
-            CLASSES[verdict_l[t]], conf_l[t], ReadOnlyDict(zip(CLASSES, share_rows[t])),
+            CLASSES[verdict_l[t]], conf_l[t], per_class(share_rows[t]),
             tuple(evidence),
             LazySegments(sections, a, b), hi - lo, int(orch_l[t]), 0, w.off_path[trace],
             round(measured_l[t], 4), orphans_of_trace[trace], span_ids[root],
-            ReadOnlyDict(zip(CLASSES, assumed_rows[t])), int(timeout_l[t]), int(retry_l[t]),
+            per_class(assumed_rows[t]), int(timeout_l[t]), int(retry_l[t]),
             orphan_roots_of_trace[trace]))
     orphan_roots = int(orphan_root.sum()) if n else 0
     return Fleet(tuple(tasks), sections, summarize(tasks, sections, orphan_roots),
@@ -317,7 +318,7 @@ def _absent(name: str, sections: Any) -> Any:
     """What a missing optional section column means, as an array."""
     n = len(sections)
     if name == "basis":
-        return np.full(n, MEASURED_BASIS, dtype=np.int64)
+        return np.full(n, MEASURED_BASIS, dtype=CODE)
     if name == "assumed_cls":
         return np.zeros(n, dtype=np.int8)
     return np.zeros(n, dtype=np.float64)
