@@ -232,24 +232,36 @@ def _headers(headers: tuple) -> dict:
 
 
 class _ProgressBar:
-    """A progress bar on stderr while a long load reads its files (over 32 MB, and only when
-    stderr is a terminal): the ``progress`` callback of :func:`agentscope.analysis.analyze`."""
+    """Progress bars on stderr, only when stderr is a terminal: while a long load reads its
+    files (over 32 MB; the ``progress`` callback of :func:`agentscope.analysis.analyze`),
+    then while a store analysed in batches analyses them (``analysis_progress``). A bar
+    ends when the next starts, and at :meth:`close`."""
 
     def __init__(self) -> None:
         self.bar = None
+        self.label = ""
 
     def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            if total <= 32 << 20 or not sys.stderr.isatty():
+        self._update("loading traces", done, total, 32 << 20)
+
+    def analysing(self, done: int, total: int) -> None:
+        self._update("analysing traces", done, total, 1)
+
+    def _update(self, label: str, done: int, total: int, above: int) -> None:
+        if self.bar is None or self.label != label:
+            self.close()
+            if total <= above or not sys.stderr.isatty():
                 return
-            self.bar = click.progressbar(length=total, label="loading traces",
-                                         file=sys.stderr, show_pos=False)
+            self.bar = click.progressbar(length=total, label=label, file=sys.stderr,
+                                         show_pos=label != "loading traces")
             self.bar.__enter__()
+            self.label = label
         self.bar.update(done - self.bar.pos)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
+            self.bar = None
 
 
 def _windowed(trace_dir: str) -> str:
@@ -279,7 +291,9 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False, reuse: bool
     bar = None if quiet else _ProgressBar()
     started = time.perf_counter()
     try:
-        analysis = (open_store if reuse else analyze)(trace_dir, db, progress=bar, batch=True)
+        analysis = (open_store if reuse else analyze)(
+            trace_dir, db, progress=bar, batch=True,
+            analysis_progress=None if bar is None else bar.analysing)
     except (FileNotFoundError, NotADirectoryError) as e:
         raise click.UsageError(inert(e)) from None
     finally:  # a StoreError (e.g. locked by another process): one line, from _Main

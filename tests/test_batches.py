@@ -354,3 +354,69 @@ def test_a_smaller_store_keeps_what_its_words_are_made_of(tmp_path, monkeypatch)
     assert not asked
     monkeypatch.undo()
     assert words == agentscope.analyze(traces, db=":memory:").sections.evidence.texts()
+
+
+def test_an_analysis_in_batches_tells_its_progress(tmp_path, monkeypatch):
+    """``analysis_progress(done, batches)`` is called as each batch is analysed (so that the
+    command line shows an "analysing traces" bar after the load's), once a batch, up to
+    (batches, batches); an analysis in one go calls it not at all."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _messy_traces(traces, 4)
+    monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    calls = _asked_traces(monkeypatch)
+    seen: list = []
+    with agentscope.analyze(traces, db=":memory:", analysis_progress=lambda *a: seen.append(a)):
+        pass
+    assert len(calls) > 1 and seen == [(k, len(calls)) for k in range(1, len(calls) + 1)]
+    monkeypatch.undo()
+    seen.clear()
+    with agentscope.analyze(traces, db=":memory:", analysis_progress=lambda *a: seen.append(a)):
+        pass
+    assert seen == []
+
+
+def test_the_command_line_bars_follow_the_phases(monkeypatch):
+    """The CLI's bars: "loading traces" for a load of more than 32 MB, then "analysing
+    traces" for an analysis in batches; the first ends when the second starts, none on a
+    stderr that is not a terminal."""
+    import io
+
+    import click
+
+    from agentscope import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(cli.sys, "stderr", err)
+    made = []
+    real = click.progressbar
+
+    def progressbar(**kwargs):
+        made.append(kwargs["label"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(cli.click, "progressbar", progressbar)
+    bar = cli._ProgressBar()
+    bar(10, 100)  # (a small load: no bar)
+    for k in range(1, 4):
+        bar.analysing(k, 3)
+    assert made == ["analysing traces"] and bar.bar.pos == 3
+    bar.close()
+    bar = cli._ProgressBar()
+    bar(1 << 20, 64 << 20)
+    bar(64 << 20, 64 << 20)
+    first = bar.bar
+    bar.analysing(1, 2)
+    assert made[1:] == ["loading traces", "analysing traces"] and first is not bar.bar
+    bar.close()
+    assert bar.bar is None and "analysing traces" in err.getvalue()
+    made.clear()
+    monkeypatch.setattr(cli.sys, "stderr", io.StringIO())  # not a terminal
+    quiet = cli._ProgressBar()
+    quiet(64 << 20, 64 << 20)
+    quiet.analysing(1, 2)
+    assert made == [] and quiet.bar is None

@@ -41,7 +41,8 @@ Progress = Callable[[int, int], None]
 
 def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None, *,
             progress: Optional[Progress] = None, batch: bool = False,
-            previous: "Optional[Analysis]" = None) -> "Analysis":
+            previous: "Optional[Analysis]" = None,
+            analysis_progress: Optional[Progress] = None) -> "Analysis":
     """Load what is new in ``source`` into its store, analyse every task in it, save the
     results there (the ``tasks`` and ``critical_path`` views) and return them.
 
@@ -54,10 +55,12 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     in memory for a single file, for a directory with no trace file, and, with a warning, for
     one where ``.agentscope/`` cannot be made]; ``":memory:"`` keeps the store in memory (call
     :meth:`Analysis.close` when done with it).
-    ``progress(done_bytes, total_bytes)`` is called as files are read. ``batch``: tune this
-    process for one large analysis that ends soon (the CLI does): freed memory is kept for
-    reuse rather than given back to the OS and faulted in again (glibc), and DuckDB keeps up
-    to 1 GB of its freed blocks. ``previous``: an earlier analysis of the same store (a
+    ``progress(done_bytes, total_bytes)`` is called as files are read, and
+    ``analysis_progress(done, batches)`` as a store of more than 500k spans, analysed in
+    batches of whole traces, finishes each (over ClickHouse's input: each part). ``batch``:
+    tune this process for one large analysis that ends soon (the CLI does): freed memory is
+    kept for reuse rather than given back to the OS and faulted in again (glibc), and DuckDB
+    keeps up to 1 GB of its freed blocks. ``previous``: an earlier analysis of the same store (a
     file): only the traces that what was loaded since touched (new spans, or new counter
     samples over their time) are analysed again, and merged into it; the same results as a
     fresh analysis (where no trace's analysis reads another's spans; otherwise, or when
@@ -83,7 +86,7 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
         store, load, notes = _load(source, db, progress, batch)
     try:
         analysis = _analyse(store, load, _name(source), notes, previous=previous,
-                            remote=remote)
+                            remote=remote, analysis_progress=analysis_progress)
     except BaseException:
         _discard(store)
         raise
@@ -93,7 +96,8 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
 
 
 def open_store(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None" = None,
-               *, progress: Optional[Progress] = None, batch: bool = False) -> "StoredAnalysis":
+               *, progress: Optional[Progress] = None, batch: bool = False,
+               analysis_progress: Optional[Progress] = None) -> "StoredAnalysis":
     """The store of ``source`` made current, for SQL (what ``agentscope query`` reads): load
     what is new, and analyse again only when the store holds no current analysis, one saved
     from what it holds now (the same loaded files, read as far; made by this version of
@@ -104,7 +108,8 @@ def open_store(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | N
     try:
         saved = store.saved_analysis()
         if saved is None:
-            analysis = _analyse(store, load, _name(source), notes)
+            analysis = _analyse(store, load, _name(source), notes,
+                                analysis_progress=analysis_progress)
             tasks, warnings = len(analysis.task_results), analysis.warnings
             del analysis  # its results are in the store; this needs none of them
         else:
@@ -274,7 +279,8 @@ STORED_WORDS_SPANS = 5_000_000
 def _analyse(store: Store, load: LoadReport, source: str,
              notes: Sequence[str] = (), batch_spans: Optional[int] = None,
              previous: "Optional[Analysis]" = None,
-             remote: "Optional[urls.Remote]" = None) -> "Analysis":
+             remote: "Optional[urls.Remote]" = None,
+             analysis_progress: Optional[Progress] = None) -> "Analysis":
     """The analysis of what ``store`` holds; with ``remote``, of that ClickHouse window, whose
     spans ``store`` does not hold (its samples and the rows it refused only:
     :func:`_load_clickhouse` with ``over_input``): their input is computed in ClickHouse,
@@ -317,7 +323,9 @@ def _analyse(store: Store, load: LoadReport, source: str,
             fleet = _fleet(clickhouse.analysis_inputs(
                 remote, counted, batch_spans or BATCH_SPANS, None if separate else 1, counts),
                 series, lags, trees, settle=True, in_order=False,
-                empty=lambda: store.analysis_input(with_counters=counted))
+                empty=lambda: store.analysis_input(with_counters=counted),
+                done=None if analysis_progress is None else
+                (lambda k: analysis_progress(k, counts.get("parts", k))))
             load = _with_input_counts(load, counts)
         else:
             batches = store.trace_batches(batch_spans or BATCH_SPANS) if separate \
@@ -336,7 +344,9 @@ def _analyse(store: Store, load: LoadReport, source: str,
             # spans 1.5 GB held while the batches are joined and saved)
             fleet = _fleet((store.analysis_input(with_counters=counted, traces=traces)
                             for traces in batches), series, lags, trees, several,
-                           read=store.release_cache if several else None, stored=stored)
+                           read=store.release_cache if several else None, stored=stored,
+                           done=None if analysis_progress is None or not several else
+                           (lambda k: analysis_progress(k, len(batches))))
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:
@@ -371,14 +381,14 @@ def _saved(store: Store, counted: bool) -> tuple:
 
 def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
            in_order: bool = True, empty: Any = None, read: Any = None,
-           stored: Any = None) -> Fleet:
+           stored: Any = None, done: Any = None) -> Fleet:
     """Every trace of ``inputs`` (AnalysisInputs: batches of traces in trace order, or, not
     ``in_order``, parts in any order) analysed a part at a time, and the parts joined.
     ``settle`` (where there are several parts, or may be): each part's evidence made and its
     spans let go before the next is read; ``stored``, instead: a part -> the same with its
     evidence made again from the store (:func:`.stored.stored_part`). ``empty``: the input
     to analyse where ``inputs`` yields none. ``read``: called once every input is read
-    (before the parts are joined)."""
+    (before the parts are joined). ``done(k)``: called as the k-th part is analysed."""
     parts = []
     for inp in inputs:
         part = engine.analyze(inp, series, lags, trees)
@@ -388,6 +398,8 @@ def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
         elif settle:
             part.sections.evidence.settle()  # (what holds every span of the part)
         parts.append(part)
+        if done is not None:
+            done(len(parts))
     if read is not None:
         read()
     if not parts:

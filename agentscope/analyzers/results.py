@@ -31,7 +31,7 @@ class ReadOnlyDict(dict):
 # rather than eight (at 20M spans, 7.7M sections: 108 MB less)
 CODE = np.int8
 # a task's figures of every class that are all 0 (what it assumed, for most tasks): one object
-# for all of them (about 0.7 KB a task: at 20M spans, 206k tasks, 150 MB)
+# for all of them (about 0.5-0.8 KB a task: at 20M spans, 206k tasks, 100-150 MB)
 _NONE_PER_CLASS = ReadOnlyDict(zip(CLASSES, [0.0] * len(CLASSES)))
 
 

@@ -32,9 +32,9 @@ def export(analysis: Any, url: str) -> Written:
             counts[k] += 1
             yield line
 
-    # one read of each table, unsorted (ClickHouse sorts the rows by its table's key): the
-    # OTLP exporter's sorted pages read the table again for each page (20M spans: 24
-    # minutes); closed when done or failed (each holds the store open while it is read)
+    # one read of each table, unsorted (ClickHouse sorts the rows by its table's key; a
+    # sorted page a statement read the table again for each page: 20M spans, 24 minutes);
+    # closed when done or failed (each holds the store open while it is read)
     with contextlib.closing(analysis.table_rows("spans", SPAN_COLUMNS, PAGE)) as spans, \
             contextlib.closing(analysis.table_rows("samples", SAMPLE_COLUMNS, PAGE)) as samples:
         clickhouse.write(remote, counted(map(clickhouse.span_line, spans), 0),
