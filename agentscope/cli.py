@@ -241,19 +241,19 @@ class _ProgressBar:
         self.bar = None
         self.label = ""
 
-    def __call__(self, done: int, total: int) -> None:
-        self._update("loading traces", done, total, 32 << 20)
+    def __call__(self, done: int, total: int) -> None:  # (bytes: no count shown)
+        self._update("loading traces", done, total, 32 << 20, show_pos=False)
 
-    def analysing(self, done: int, total: int) -> None:
-        self._update("analysing traces", done, total, 1)
+    def analysing(self, done: int, total: int) -> None:  # (batches: "3/40")
+        self._update("analysing traces", done, total, 1, show_pos=True)
 
-    def _update(self, label: str, done: int, total: int, above: int) -> None:
+    def _update(self, label: str, done: int, total: int, above: int, show_pos: bool) -> None:
         if self.bar is None or self.label != label:
             self.close()
             if total <= above or not sys.stderr.isatty():
                 return
             self.bar = click.progressbar(length=total, label=label, file=sys.stderr,
-                                         show_pos=label != "loading traces")
+                                         show_pos=show_pos)
             self.bar.__enter__()
             self.label = label
         self.bar.update(done - self.bar.pos)

@@ -24,7 +24,8 @@ from ..analyzers import engine
 from ..analyzers.counters import MAX_HOLD_NS, METRICS
 from ..analyzers.evidence import BASES, CLASSES
 from ..analyzers.results import (CODE, Fleet, JoinedEvidence, LazySegments, Sections,
-                                 SlicedEvidence, Summary, TaskResult, per_class, thawed)
+                                 SlicedEvidence, Summary, TaskResult, assumed_columns,
+                                 per_class, thawed)
 from ..errors import StoreError
 
 # the most spans analysed at a time when the words of stored sections are made again (a
@@ -62,7 +63,6 @@ def saved_fleet(store: Any, ref: Any, counted: bool, marks: tuple) -> Optional[F
     bounds = np.searchsorted(task, np.arange(n + 1)).tolist()
     trace_ids = cols["trace_id"].tolist()
     evidence = StoredEvidence(ref, marks, counted, trace_ids, cols["spans"].tolist(), bounds)
-    assumed = np.asarray(secs["assumed"], dtype=np.float64)
     sections = Sections(
         task, np.asarray(secs["seq"], dtype=np.int64), _objects(secs["span_id"]),
         _objects(secs["name"]), _objects(secs["stage"]),
@@ -72,8 +72,8 @@ def saved_fleet(store: Any, ref: Any, counted: bool, marks: tuple) -> Optional[F
         np.stack([np.asarray(secs[f"share_{c}"], dtype=np.float64) for c in CLASSES], axis=1)
         if len(task) else np.zeros((0, len(CLASSES))),
         evidence, np.asarray(secs["basis"], dtype=CODE),
-        *((assumed, np.asarray(secs["assumed_cls"], dtype=np.int8)) if assumed.any()
-          else (None, None)))  # (none assumed: no arrays, as the analysis made them)
+        *assumed_columns(np.asarray(secs["assumed"], dtype=np.float64),
+                         np.asarray(secs["assumed_cls"], dtype=np.int8)))
 
     def per_task(prefix: str) -> Iterator:  # class -> figure, per task
         return (per_class(row) for row in np.stack(

@@ -32,7 +32,7 @@ from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_
 from .process_share import ProcessShare, process_share
 from .reliability import lost_time
 from .results import (CODE, Fleet, JoinedEvidence, LazySegments, SectionEvidence, Sections,
-                      TaskResult, per_class, sliced_evidence)
+                      TaskResult, assumed_columns, per_class, sliced_evidence)
 from .threads import thread_facts
 from .verdict import (NO_CLASS, assumed_parts, bottlenecks, evidence_kept, evidence_line,
                       span_label, summarize, task_confidence)
@@ -143,8 +143,7 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
         _shared(_pick(names, row, is_gap, "(gap)")), _shared(_pick(stage, row, is_gap, None)),
         start, end, sec_cls.astype(CODE), sec_conf, sec_shares,
         SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis.astype(CODE),
-        # (none assumed, as in most analyses: no arrays, 9 bytes a section less)
-        *((sec_assumed, sec_assumed_cls) if sec_assumed.any() else (None, None)))
+        *assumed_columns(sec_assumed, sec_assumed_cls))
 
     # time lost to timeouts and to retried failures, on each task's path
     timeout_ns, retry_ns = lost_time(inp, task, span, start, end, n_tasks)
