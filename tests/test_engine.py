@@ -117,3 +117,86 @@ def test_stage_codes_in_the_analysis_input_follow_stage_order():
 
     listed = re.search(r"list_position\(\[([^\]]*)\]", sql("analysis_input.sql")).group(1)
     assert re.findall(r"'(\w+)'", listed) == [s.value for s in Stage]
+
+
+def test_section_span_ids_are_held_as_bytes_and_read_back_as_text():
+    import numpy as np
+
+    from agentscope.analyzers.results import SpanIds
+
+    ids = ["00f067aa0ba902b7", None, "b7ad6b7169203331", None]
+    held = SpanIds.of(ids)
+    assert held.nbytes == 4 * 16  # 16 bytes an id, not a Python string each
+    assert held.tolist() == ids and list(held) == ids
+    assert held[0] == "00f067aa0ba902b7" and held[1] is None and len(held) == 4
+    assert held[1:3].tolist() == ids[1:3]
+    assert held[np.array([True, False, True, False])].tolist() == ids[::2]
+    assert held[np.array([2, 0])].tolist() == [ids[2], ids[0]]
+    assert held.is_none().tolist() == [False, True, False, True]
+    as_array = np.asarray(held, dtype=object)
+    assert as_array.dtype == object and as_array.tolist() == ids
+    assert SpanIds.joined([held[:2], SpanIds.of(["x" * 20])]).tolist() == ids[:2] + ["x" * 20]
+    # what bytes cannot hold exactly stays text: not ASCII, a NUL at the end, ""
+    for odd in (["é1", None], ["ab\x00", "cd"], ["", None]):
+        kept = SpanIds.of(odd)
+        assert kept.tolist() == odd and kept.is_none().tolist() == [v is None for v in odd]
+        assert SpanIds.joined([held, kept]).tolist() == ids + odd
+    assert SpanIds.of([]).tolist() == [] and SpanIds.joined([]).tolist() == []
+
+
+def test_an_analysis_holds_its_section_span_ids_as_bytes():
+    from agentscope import analyze as front_door
+    from agentscope.analyzers.results import SpanIds
+
+    with front_door(REPO / "sample_traces") as analysis:
+        sec = analysis.sections
+        assert isinstance(sec.span_id, SpanIds) and sec.span_id._v.dtype == "S16"
+        ids = sec.span_id.tolist()
+        gaps = [s.span_id for t in analysis.task_results for s in t.segments]
+        assert ids == gaps and len(ids) == len(sec)
+
+
+def test_section_shares_are_held_packed_and_read_back_exactly():
+    import numpy as np
+
+    from agentscope.analyzers.results import Shares
+
+    rng = np.random.default_rng(7)
+    rows = np.zeros((500, 6))
+    for i in range(len(rows)):  # 0 to 6 classes a row, at random places
+        k = rng.integers(0, 7)
+        rows[i, rng.choice(6, k, replace=False)] = rng.random(k)
+    rows[3] = [0, 1, 0, 0, 0, 0]
+    packed = Shares.of(rows)
+    assert len(packed) == 500 and packed.shape == (500, 6)
+    more = int(((rows != 0).sum(axis=1) > 2).sum())
+    assert 0 < more < 500 and packed.nbytes == 500 * 18 + more * (8 + 48)
+    assert np.array_equal(packed.dense(), rows) and np.array_equal(np.asarray(packed), rows)
+    assert np.array_equal(packed.dense(100, 250), rows[100:250])
+    for k in range(6):
+        assert np.array_equal(packed.column(k), rows[:, k])
+        assert np.array_equal(packed[40:90].column(k), rows[40:90, k])
+    mask = rng.random(500) < 0.3
+    assert np.array_equal(packed[mask].dense(), rows[mask])
+    picked = np.array([499, 0, 17, 17, 250])
+    assert np.array_equal(packed[picked].dense(), rows[picked])
+    assert np.array_equal(packed[::7].dense(), rows[::7])
+    joined = Shares.joined([packed[:123], packed[123:400], rows[400:]])
+    assert np.array_equal(joined.dense(), rows)
+    assert np.array_equal(Shares.joined([]).dense(), np.zeros((0, 6)))
+    assert np.array_equal(packed[250:250].dense(), np.zeros((0, 6)))
+
+
+def test_an_analysis_holds_its_section_shares_packed():
+    import numpy as np
+
+    from agentscope import analyze as front_door
+    from agentscope.analyzers.evidence import CLASSES
+    from agentscope.analyzers.results import Shares
+
+    with front_door(REPO / "sample_traces") as analysis:
+        sec = analysis.sections
+        assert isinstance(sec.shares, Shares) and sec.shares.nbytes < 48 * len(sec)
+        rows = [[s.shares.get(c, 0.0) for c in CLASSES]
+                for t in analysis.task_results for s in t.segments]
+        assert np.array_equal(np.asarray(rows), sec.shares.dense())

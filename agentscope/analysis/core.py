@@ -20,7 +20,7 @@ from .._gc import gc_paused
 from ..analyzers import engine
 from ..analyzers.counters import MAX_HOLD_NS, METRICS, gpu_summary
 from ..analyzers.evidence import BASES, CLASSES
-from ..analyzers.results import Fleet, Sections, Summary
+from ..analyzers.results import Fleet, Sections, SpanIds, Summary
 from ..analyzers.verdict import breakdown, guess_warning
 from ..store import clickhouse
 from ..store.duckdb_store import Store
@@ -624,7 +624,7 @@ class Analysis:
                                                 len(place)) for s in stages.tolist()],
                               dtype=np.int64)
         codes = label_of[codes] if len(codes) else codes.astype(np.int64)
-        gap = np.asarray(sec.span_id, dtype=object) == None  # noqa: E711 - elementwise
+        gap = SpanIds.of(sec.span_id).is_none()
         if gap.any():
             codes = np.where(gap, place.setdefault("(gap)", len(place)), codes)
         return codes, list(place)
@@ -838,13 +838,15 @@ def _section_columns(fleet: Fleet, lo: int = 0, hi: Optional[int] = None,
         trace_ids = np.asarray([t.trace_id for t in fleet.tasks], dtype=object)
     cut = slice(lo, hi)
     out = {"trace_id": trace_ids[sec.task[cut]], "seq": sec.seq[cut],
-           "span_id": sec.span_id[cut], "name": sec.name[cut], "stage": sec.stage[cut],
+           "span_id": np.asarray(sec.span_id[cut], dtype=object),
+           "name": sec.name[cut], "stage": sec.stage[cut],
            "start_ns": sec.start_ns[cut], "end_ns": sec.end_ns[cut],
            "class": np.asarray(CLASSES, dtype=object)[sec.cls[cut]],
            "confidence": sec.confidence[cut],
            "basis": np.asarray(BASES, dtype=object)[sec.basis[cut]]}
+    shares = sec.shares[cut]
     for k, c in enumerate(CLASSES):
-        out[f"share_{c}"] = np.ascontiguousarray(sec.shares[cut, k])
+        out[f"share_{c}"] = shares.column(k)
     n = hi - lo
     out["assumed"] = sec.assumed[cut] if sec.assumed is not None else np.zeros(n)
     out["assumed_cls"] = sec.assumed_cls[cut] if sec.assumed_cls is not None else \

@@ -70,7 +70,8 @@ def section_columns(analysis: Any, lo: int = 0, hi: "int | None" = None) -> dict
     cols: dict = {
         "trace_id": trace_ids[task] if len(tasks) else np.zeros(0, dtype=object),
         "seq": np.asarray(sec.seq, dtype=np.int64)[lo:hi],
-        "span_id": sec.span_id[lo:hi], "name": sec.name[lo:hi], "stage": sec.stage[lo:hi],
+        "span_id": np.asarray(sec.span_id[lo:hi], dtype=object),
+        "name": sec.name[lo:hi], "stage": sec.stage[lo:hi],
         # rounded as the JSON report rounds them (Python's round, correctly rounded)
         "start_s": seconds(start - base), "end_s": seconds(end - base),
         "duration_s": seconds(end - start),
@@ -79,9 +80,9 @@ def section_columns(analysis: Any, lo: int = 0, hi: "int | None" = None) -> dict
         "basis": np.asarray(BASES, dtype=object)[np.asarray(sec.basis[lo:hi],
                                                            dtype=np.int64)],
     }
+    shares = sec.shares[lo:hi]
     for k, c in enumerate(CLASSES):
-        cols[f"share_{c}"] = np.asarray(sec.shares, dtype=np.float64)[lo:hi, k] \
-            if len(sec) else np.zeros(0)
+        cols[f"share_{c}"] = shares.column(k)
     cols["evidence"] = sec.evidence.all() if (lo, hi) == (0, len(sec)) else \
         sec.evidence.texts(lo, hi)
     return cols

@@ -23,9 +23,9 @@ import numpy as np
 from ..analyzers import engine
 from ..analyzers.counters import MAX_HOLD_NS, METRICS
 from ..analyzers.evidence import BASES, CLASSES
-from ..analyzers.results import (CODE, Fleet, JoinedEvidence, LazySegments, Sections,
-                                 SlicedEvidence, Summary, TaskResult, assumed_columns,
-                                 per_class, thawed)
+from ..analyzers.results import (CODE, Fleet, JoinedEvidence, LazySegments, Sections, Shares,
+                                 SlicedEvidence, SpanIds, Summary, TaskResult,
+                                 assumed_columns, per_class, thawed)
 from ..errors import StoreError
 
 # the most spans analysed at a time when the words of stored sections are made again (a
@@ -64,13 +64,12 @@ def saved_fleet(store: Any, ref: Any, counted: bool, marks: tuple) -> Optional[F
     trace_ids = cols["trace_id"].tolist()
     evidence = StoredEvidence(ref, marks, counted, trace_ids, cols["spans"].tolist(), bounds)
     sections = Sections(
-        task, np.asarray(secs["seq"], dtype=np.int64), _objects(secs["span_id"]),
+        task, np.asarray(secs["seq"], dtype=np.int64), SpanIds.of(secs["span_id"]),
         _objects(secs["name"]), _objects(secs["stage"]),
         np.asarray(secs["start_ns"], dtype=np.int64), np.asarray(secs["end_ns"], dtype=np.int64),
         np.asarray(secs["class"], dtype=CODE),
         np.asarray(secs["confidence"], dtype=np.float64),
-        np.stack([np.asarray(secs[f"share_{c}"], dtype=np.float64) for c in CLASSES], axis=1)
-        if len(task) else np.zeros((0, len(CLASSES))),
+        _shares(secs, len(task)),
         evidence, np.asarray(secs["basis"], dtype=CODE),
         *assumed_columns(np.asarray(secs["assumed"], dtype=np.float64),
                          np.asarray(secs["assumed_cls"], dtype=np.int8)))
@@ -110,6 +109,14 @@ def stored_part(part: Fleet, ref: Any, marks: tuple, counted: bool,
     sections = dataclasses.replace(part.sections, evidence=evidence)
     return dataclasses.replace(part, tasks=engine.repointed(tasks, sections),
                                sections=sections)
+
+
+def _shares(secs: dict, n: int, chunk: int = 1_000_000) -> Shares:
+    """The sections' shares from their saved columns, packed ``chunk`` rows at a time (the
+    rows of six floats are never all made at once)."""
+    columns = [np.asarray(secs[f"share_{c}"], dtype=np.float64) for c in CLASSES]
+    return Shares.joined([Shares.of(np.stack([c[lo:lo + chunk] for c in columns], axis=1))
+                          for lo in range(0, n, chunk)])
 
 
 def _objects(values: Any) -> np.ndarray:

@@ -32,7 +32,7 @@ from .evidence import (CLASSES, GAP_CLASS, GAP_CONFIDENCE, GAP_SHARES, MEASURED_
 from .process_share import ProcessShare, process_share
 from .reliability import lost_time
 from .results import (CODE, Fleet, JoinedEvidence, LazySegments, SectionEvidence, Sections,
-                      TaskResult, assumed_columns, per_class, sliced_evidence)
+                      Shares, SpanIds, TaskResult, assumed_columns, per_class, sliced_evidence)
 from .threads import thread_facts
 from .verdict import (NO_CLASS, assumed_parts, bottlenecks, evidence_kept, evidence_line,
                       span_label, summarize, task_confidence)
@@ -139,7 +139,7 @@ def _analyze(inp: Any, counters: Any, lags: Any = None, trees: Any = None) -> Fl
     seq = np.arange(len(task)) - firsts[task] if len(task) else task
     span_ids, names = np.asarray(inp.span_id, dtype=object), np.asarray(inp.name, dtype=object)
     sections = Sections(
-        task, seq, _pick(span_ids, row, is_gap, None),
+        task, seq, SpanIds.of(_pick(span_ids, row, is_gap, None)),
         _shared(_pick(names, row, is_gap, "(gap)")), _shared(_pick(stage, row, is_gap, None)),
         start, end, sec_cls.astype(CODE), sec_conf, sec_shares,
         SectionEvidence(spans, np.where(is_gap, -1, span), notes), sec_basis.astype(CODE),
@@ -210,6 +210,8 @@ def joined(parts: Any) -> Fleet:
             if all(v is None for v in values):
                 return None
             values = [_absent(name, x) if v is None else v for v, x in zip(values, secs)]
+        if name == "span_id":
+            return SpanIds.joined(values)
         return np.concatenate(values) if values else values
 
     sections = Sections(
@@ -217,8 +219,7 @@ def joined(parts: Any) -> Fleet:
                         for x, off in zip(secs, offsets.tolist())]),
         cat("seq"), cat("span_id"), cat("name"), cat("stage"), cat("start_ns"),
         cat("end_ns"), cat("cls"), cat("confidence"),
-        np.concatenate([np.asarray(x.shares, dtype=np.float64).reshape(-1, len(CLASSES))
-                        for x in secs]),
+        Shares.joined([x.shares for x in secs]),
         JoinedEvidence([x.evidence for x in secs]), cat("basis"), cat("assumed"),
         cat("assumed_cls"))
     tasks = repointed([t for p in parts for t in p.tasks], sections)

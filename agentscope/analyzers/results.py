@@ -43,6 +43,182 @@ def per_class(values: Sequence) -> ReadOnlyDict:
     return ReadOnlyDict(zip(CLASSES, values))
 
 
+class SpanIds:
+    """The span ids of sections (text, or None for a gap between root spans), held as bytes:
+    16 a section for the store's ids (16 hex digits) against about 73 for a Python string and
+    its pointer (at 20M spans, 7.7M sections: 440 MB less). It slices, gathers and lists as
+    the object array it stands for; ``np.asarray(ids, dtype=object)`` makes that array. Ids
+    that bytes cannot hold exactly (not ASCII, a NUL at the end, "") stay an object array
+    inside."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self, values: Any) -> None:
+        self._v = values  # (bytes, b"" for None) or (object: text or None)
+
+    @classmethod
+    def of(cls, values: Any) -> "SpanIds":
+        """The ids ``values`` (a sequence of text or None)."""
+        if isinstance(values, SpanIds):
+            return values
+        ids = np.asarray(values, dtype=object)
+        none = np.equal(ids, None)
+        text = np.where(none, "", ids) if none.any() else ids
+        try:
+            packed = text.astype("S") if len(ids) else np.zeros(0, dtype="S16")
+        except (UnicodeEncodeError, TypeError, ValueError):
+            return cls(ids)
+        # exact only where every id was ASCII text, not "" and not ending in NUL (bytes drop
+        # trailing NULs): the lengths tell
+        lengths = np.fromiter(map(len, text.tolist()), dtype=np.int64, count=len(text))
+        if not np.array_equal(np.char.str_len(packed), lengths) or \
+                np.any((lengths == 0) & ~none):
+            return cls(ids)
+        return cls(packed)
+
+    @staticmethod
+    def joined(parts: Sequence) -> "SpanIds":
+        """The ids of ``parts`` (SpanIds) one after another."""
+        values = [SpanIds.of(p)._v for p in parts]
+        if values and all(v.dtype.kind == "S" for v in values):
+            return SpanIds(np.concatenate(values))
+        return SpanIds(np.concatenate([np.asarray(SpanIds(v), dtype=object) for v in values])
+                       if values else np.zeros(0, dtype="S16"))
+
+    def __len__(self) -> int:
+        return len(self._v)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, np.integer)):
+            value = self._v[key]
+            return (value.decode("ascii") if value else None) if self._v.dtype.kind == "S" \
+                else value
+        return SpanIds(self._v[key])
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.tolist())
+
+    def tolist(self) -> list:
+        if self._v.dtype.kind != "S":
+            return self._v.tolist()
+        return [v.decode("ascii") if v else None for v in self._v.tolist()]
+
+    def is_none(self) -> Any:
+        """Whether each id is None (a gap), as a bool array."""
+        return self._v == b"" if self._v.dtype.kind == "S" else np.equal(self._v, None)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = np.empty(len(self._v), dtype=object)
+        out[:] = self.tolist()
+        return out if dtype is None else out.astype(dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self._v.nbytes
+
+    def __repr__(self) -> str:
+        return f"SpanIds({self.tolist()!r})"
+
+
+class Shares:
+    """The class shares of sections (a row each, CLASSES order), held packed: most sections
+    have one or two classes, so each row keeps its first two non-zero classes and their
+    shares (18 bytes against 48 for the row of six floats), and a row with more is kept
+    whole beside them. The values are the same floats. ``dense(lo, hi)`` and ``column(k)``
+    give the rows and a class' column as arrays; ``np.asarray(shares)`` gives every row."""
+
+    __slots__ = ("cls", "val", "more", "more_rows", "_n")
+    dtype = np.dtype(np.float64)  # (what its rows are, as arrays)
+
+    def __init__(self, cls: Any, val: Any, more: Any, more_rows: Any) -> None:
+        # (n, 2) int8 class (-1: none), (n, 2) float64 share; the rows with more than two
+        # classes: their positions (int64, ascending) and their rows (m, len(CLASSES))
+        self.cls, self.val, self.more, self.more_rows = cls, val, more, more_rows
+        self._n = len(cls)
+
+    @classmethod
+    def of(cls, rows: Any) -> "Shares":
+        """The shares ``rows`` (an (n, len(CLASSES)) array, or Shares)."""
+        if isinstance(rows, Shares):
+            return rows
+        rows = np.asarray(rows, dtype=np.float64).reshape(-1, len(CLASSES))
+        nonzero = rows != 0
+        # the positions of the non-zero classes first, in class order (a stable sort)
+        first = np.argsort(~nonzero, axis=1, kind="stable")[:, :2]
+        kept = np.take_along_axis(nonzero, first, axis=1)
+        val = np.where(kept, np.take_along_axis(rows, first, axis=1), 0.0)
+        packed = np.where(kept, first, -1).astype(np.int8)
+        more = np.flatnonzero(nonzero.sum(axis=1) > 2)
+        return cls(packed, val, more, rows[more].copy())
+
+    @staticmethod
+    def joined(parts: Sequence) -> "Shares":
+        """The rows of ``parts`` (Shares, or arrays) one after another."""
+        parts = [Shares.of(p) for p in parts]
+        if not parts:
+            return Shares.of(np.zeros((0, len(CLASSES))))
+        offsets = np.cumsum([0] + [len(p) for p in parts])[:-1]
+        return Shares(np.concatenate([p.cls for p in parts]),
+                      np.concatenate([p.val for p in parts]),
+                      np.concatenate([p.more + off for p, off in zip(parts, offsets.tolist())]),
+                      np.concatenate([p.more_rows for p in parts]))
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def shape(self) -> tuple:
+        return (self._n, len(CLASSES))
+
+    def __getitem__(self, key: Any) -> "Shares":
+        """The rows ``key`` (a slice, a mask or positions), packed."""
+        if isinstance(key, slice):
+            lo, hi, step = key.indices(self._n)
+            if step == 1:
+                a, b = np.searchsorted(self.more, [lo, max(hi, lo)]).tolist()
+                return Shares(self.cls[lo:hi], self.val[lo:hi], self.more[a:b] - lo,
+                              self.more_rows[a:b])
+            key = np.arange(lo, hi, step)
+        rows = np.arange(self._n)[key]
+        at = np.searchsorted(self.more, rows)
+        found = (at < len(self.more)) & (self.more[np.minimum(at, max(len(self.more) - 1, 0))]
+                                         == rows) if len(self.more) else \
+            np.zeros(len(rows), dtype=bool)
+        return Shares(self.cls[rows], self.val[rows], np.flatnonzero(found),
+                      self.more_rows[at[found]])
+
+    def dense(self, lo: int = 0, hi: Optional[int] = None) -> np.ndarray:
+        """Rows ``lo`` .. ``hi`` - 1 as an (n, len(CLASSES)) float64 array."""
+        part = self[lo:self._n if hi is None else hi]
+        out = np.zeros((len(part), len(CLASSES)))
+        at = np.arange(len(part))
+        for j in range(2):
+            has = part.cls[:, j] >= 0
+            out[at[has], part.cls[has, j]] = part.val[has, j]
+        out[part.more] = part.more_rows
+        return out
+
+    def column(self, k: int) -> np.ndarray:
+        """Every row's share of class ``k`` (a position in CLASSES), float64."""
+        out = np.where(self.cls[:, 0] == k, self.val[:, 0], 0.0)
+        second = self.cls[:, 1] == k
+        out[second] = self.val[second, 1]
+        out[self.more] = self.more_rows[:, k]
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.dense()
+        return out if dtype is None else out.astype(dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.cls.nbytes + self.val.nbytes + self.more.nbytes + self.more_rows.nbytes
+
+    def freeze(self) -> None:
+        for value in (self.cls, self.val, self.more, self.more_rows):
+            value.flags.writeable = False
+
+
 def assumed_columns(assumed: Any, assumed_cls: Any) -> tuple:
     """What a :class:`Sections` holds of what its sections assumed: the two arrays, or
     (None, None) where nothing was (most analyses: 9 bytes a section less)."""
@@ -251,14 +427,14 @@ class Sections:
 
     task: Any  # int64: the task's index (position in the analysis' tasks)
     seq: Any  # int64: position within its task
-    span_id: Any  # object: the span holding the path; None for a gap between root spans
+    span_id: Any  # SpanIds: the span holding the path; None for a gap between root spans
     name: Any  # object: its name; "(gap)" for a gap
     stage: Any  # object: its stage, or None
     start_ns: Any  # int64
     end_ns: Any  # int64
     cls: Any  # int8 (CODE): its class, an index into CLASSES
     confidence: Any  # float64
-    shares: Any  # float64 (n, 6): class shares in CLASSES order
+    shares: Any  # Shares: each section's class shares (n, 6), CLASSES order, packed
     evidence: SectionEvidence  # the words, on demand
     basis: Any = None  # int8 (CODE): what its class rests on, a position in BASES (None: measured)
     # float64: the part of the section whose class rests on a stage label or an assumption,
@@ -268,8 +444,16 @@ class Sections:
     assumed_cls: Any = None
 
     def __post_init__(self) -> None:
+        # (a frozen dataclass: set as its own)
+        if not isinstance(self.span_id, SpanIds):
+            object.__setattr__(self, "span_id", SpanIds.of(self.span_id))
+        if not isinstance(self.shares, Shares):
+            object.__setattr__(self, "shares", Shares.of(self.shares))
+        self.shares.freeze()
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if isinstance(value, SpanIds):
+                value = value._v
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False
 
@@ -280,7 +464,7 @@ class Sections:
         """Sections ``lo`` .. ``hi`` - 1 as :class:`Segment` records (without ``words``:
         each with "" for its evidence, which is then not made)."""
         words = self.evidence.texts(lo, hi) if words else [""] * (hi - lo)
-        shares = self.shares[lo:hi]
+        shares = self.shares.dense(lo, hi)
         basis = self.basis[lo:hi].tolist() if self.basis is not None else [0] * (hi - lo)
         if self.assumed is not None:
             parts = self.assumed[lo:hi].tolist()

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .evidence import BASES, CLASSES, IO, LABEL_BASIS, MEASURED_BASIS
-from .results import Summary
+from .results import Shares, Summary
 
 CLOSE = 0.3  # a margin between the top two classes below this lowers the confidence
 # a class (a task's bottleneck, a section's class) over this part of whose share rests on a
@@ -185,8 +185,8 @@ def breakdown(sections: Any, keys: Any, assumed: bool = False) -> dict:
     uniq, inv = _codes(keys)
     n = len(uniq)
     if not assumed:
-        shares = np.asarray(sections.shares, dtype=np.float64)
-        sums = np.stack([np.bincount(inv, shares[:, c] * (length / 1e9), n)
+        shares = Shares.of(sections.shares)
+        sums = np.stack([np.bincount(inv, shares.column(c) * (length / 1e9), n)
                          for c in range(len(CLASSES))], axis=1)
     else:
         sums = np.zeros((n, len(CLASSES)))
