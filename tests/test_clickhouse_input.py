@@ -80,7 +80,7 @@ def _assert_same_analysis(url: str, monkeypatch, part_spans: "int | None" = None
         want = _results(direct)
         spans = direct.query_rows("SELECT count(*), count(DISTINCT trace_id) FROM spans")[1]
     if part_spans is not None:
-        monkeypatch.setattr(core, "BATCH_SPANS", part_spans)
+        monkeypatch.setattr(core, "INPUT_PART_SPANS", part_spans)
     with agentscope.analyze(url + "&input=clickhouse") as over_input:
         # what reads samples only does not read the spans
         over_input.latest_samples(["system.cpu.utilization"])

@@ -267,8 +267,17 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
 
 
 # spans analysed at a time: a larger store is analysed in batches of whole traces (where no
-# trace's analysis reads another's spans), so that memory holds one batch's spans, not all
-BATCH_SPANS = 500_000
+# trace's analysis reads another's spans), so that memory holds one batch's spans, not all.
+# A batch's analysis input (store/sql/analysis_input.sql) takes about 1 GB of DuckDB's and
+# Python's memory for 500k spans, in proportion to its spans; each batch also reads the
+# table's trace ids, so much smaller batches cost time in a large store (measured: the peak
+# at 1M / 5M spans 1.44 / 1.99 GB with 500k, 1.19 / 1.73 GB with 250k, in the same time;
+# 125k: at 20M, 8 % slower; benchmarks/RESULTS.md)
+BATCH_SPANS = 250_000
+# spans of a part of ClickHouse's input (`input=clickhouse`): ClickHouse computes a part in
+# statements of its own, about 1 s for 500k spans here, and smaller parts cost more of them
+# (at 5M spans, 250k: 31.8 s against 30.9 s, in the same memory)
+INPUT_PART_SPANS = 500_000
 # above this many spans, a batched analysis of a store in a file keeps nothing its sections'
 # words are made of (about 60 bytes a span: 1.1 GB at 20M) and makes them again from the
 # store when read; below, it keeps them: reading every section's words (--format json)
@@ -321,7 +330,7 @@ def _analyse(store: Store, load: LoadReport, source: str,
         elif remote is not None:
             counts: dict = {}
             fleet = _fleet(clickhouse.analysis_inputs(
-                remote, counted, batch_spans or BATCH_SPANS, None if separate else 1, counts),
+                remote, counted, batch_spans or INPUT_PART_SPANS, None if separate else 1, counts),
                 series, lags, trees, settle=True, in_order=False,
                 empty=lambda: store.analysis_input(with_counters=counted),
                 done=None if analysis_progress is None else

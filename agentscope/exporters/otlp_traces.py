@@ -51,7 +51,7 @@ PAGE_SPANS = 20_000  # spans fetched from the store at a time (about)
 # spans of the traces read (and sorted) by one statement: a statement per page of the whole
 # table in (trace_id, span_id) order read the whole table for each page (at 5M spans 0.86 s
 # a page of 20k, 215 s in all, against 11.8 s by batches of traces; benchmarks/RESULTS.md)
-TRACE_BATCH_SPANS = 500_000  # (as the analysis' batches: analysis.core.BATCH_SPANS)
+TRACE_BATCH_SPANS = 500_000  # (twice the analysis' batches, analysis.core.BATCH_SPANS)
 TIMEOUT_S = 30.0  # per POST
 
 KIND_CODES = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
