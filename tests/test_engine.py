@@ -200,3 +200,30 @@ def test_an_analysis_holds_its_section_shares_packed():
         rows = [[s.shares.get(c, 0.0) for c in CLASSES]
                 for t in analysis.task_results for s in t.segments]
         assert np.array_equal(np.asarray(rows), sec.shares.dense())
+
+
+def test_packed_section_columns_behave_as_the_arrays_they_stand_for():
+    import numpy as np
+
+    from agentscope.analyzers.results import Shares, SpanIds
+
+    rows = np.array([[0, 1, 0, 0, 0, 0], [0.2, 0.3, 0.5, 0, 0, 0], [0, 0, 0, 0, 0.4, 0.6]])
+    packed = Shares.of(rows)
+    for i in (0, 1, 2, -1, -3, np.int64(1)):  # one row, as numpy gives it
+        assert np.array_equal(packed[i], rows[i])
+    for bad in (3, -4):
+        with pytest.raises(IndexError):
+            packed[bad]
+    with pytest.raises(IndexError):
+        packed[:, 1]  # (the old two-axis form: .column(k))
+    # packed a chunk at a time, the same rows
+    assert np.array_equal(Shares.of(rows, chunk=2).dense(), rows)
+    assert np.array_equal(Shares.of(np.repeat(rows, 5, axis=0), chunk=4).dense(),
+                          np.repeat(rows, 5, axis=0))
+    ids = SpanIds.of(["00f067aa0ba902b7", None])
+    assert (ids == None).tolist() == [False, True]  # noqa: E711 - elementwise, as numpy
+    assert (ids != None).tolist() == [True, False]  # noqa: E711
+    # what is not text is kept as it is, not turned into text
+    for odd in ([1, 2], ["ab", float("nan")], [b"ab", None]):
+        kept = SpanIds.of(odd)
+        assert kept._v.dtype == object and kept.tolist()[0] == odd[0]

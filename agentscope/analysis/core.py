@@ -56,7 +56,7 @@ def analyze(source: "str | os.PathLike[str]", db: "str | os.PathLike[str] | None
     one where ``.agentscope/`` cannot be made]; ``":memory:"`` keeps the store in memory (call
     :meth:`Analysis.close` when done with it).
     ``progress(done_bytes, total_bytes)`` is called as files are read, and
-    ``analysis_progress(done, batches)`` as a store of more than 500k spans, analysed in
+    ``analysis_progress(done, batches)`` as a store of more than 250k spans, analysed in
     batches of whole traces, finishes each (over ClickHouse's input: each part). ``batch``:
     tune this process for one large analysis that ends soon (the CLI does): freed memory is
     kept for reuse rather than given back to the OS and faulted in again (glibc), and DuckDB
@@ -272,7 +272,8 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
 # Python's memory for 500k spans, in proportion to its spans; each batch also reads the
 # table's trace ids, so much smaller batches cost time in a large store (measured: the peak
 # at 1M / 5M spans 1.44 / 1.99 GB with 500k, 1.19 / 1.73 GB with 250k, in the same time;
-# 125k: at 20M, 8 % slower; benchmarks/RESULTS.md)
+# at 20M, `analyze DIR` as fast, the chdb path 9-15 % slower, for 0.25-0.35 GB less; 125k:
+# at 20M, `analyze DIR` 8 % slower; benchmarks/RESULTS.md)
 BATCH_SPANS = 250_000
 # spans of a part of ClickHouse's input (`input=clickhouse`): ClickHouse computes a part in
 # statements of its own, about 1 s for 500k spans here, and smaller parts cost more of them

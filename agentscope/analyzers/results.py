@@ -46,10 +46,11 @@ def per_class(values: Sequence) -> ReadOnlyDict:
 class SpanIds:
     """The span ids of sections (text, or None for a gap between root spans), held as bytes:
     16 a section for the store's ids (16 hex digits) against about 73 for a Python string and
-    its pointer (at 20M spans, 7.7M sections: 440 MB less). It slices, gathers and lists as
-    the object array it stands for; ``np.asarray(ids, dtype=object)`` makes that array. Ids
-    that bytes cannot hold exactly (not ASCII, a NUL at the end, "") stay an object array
-    inside."""
+    its pointer (at 20M spans, 7.7M sections: 440 MB less). It slices, gathers, lists and
+    compares (elementwise) as the object array it stands for; ``np.asarray(ids,
+    dtype=object)`` makes that array. Where one id is not text that bytes hold exactly (not
+    ASCII, a NUL at the end, "", not text at all), the whole column stays an object array
+    inside (as much memory as before)."""
 
     __slots__ = ("_v",)
 
@@ -64,6 +65,8 @@ class SpanIds:
         ids = np.asarray(values, dtype=object)
         none = np.equal(ids, None)
         text = np.where(none, "", ids) if none.any() else ids
+        if set(map(type, text.tolist())) - {str}:  # (anything but text or None: as it is)
+            return cls(ids)
         try:
             packed = text.astype("S") if len(ids) else np.zeros(0, dtype="S16")
         except (UnicodeEncodeError, TypeError, ValueError):
@@ -103,6 +106,14 @@ class SpanIds:
             return self._v.tolist()
         return [v.decode("ascii") if v else None for v in self._v.tolist()]
 
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return np.asarray(self, dtype=object) == other  # (elementwise, as numpy compares)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return np.asarray(self, dtype=object) != other
+
+    __hash__ = None  # type: ignore[assignment]
+
     def is_none(self) -> Any:
         """Whether each id is None (a gap), as a bool array."""
         return self._v == b"" if self._v.dtype.kind == "S" else np.equal(self._v, None)
@@ -124,7 +135,8 @@ class Shares:
     """The class shares of sections (a row each, CLASSES order), held packed: most sections
     have one or two classes, so each row keeps its first two non-zero classes and their
     shares (18 bytes against 48 for the row of six floats), and a row with more is kept
-    whole beside them. The values are the same floats. ``dense(lo, hi)`` and ``column(k)``
+    whole beside them. The values are the same floats (a -0.0 comes back as 0.0).
+    ``dense(lo, hi)`` and ``column(k)``
     give the rows and a class' column as arrays; ``np.asarray(shares)`` gives every row."""
 
     __slots__ = ("cls", "val", "more", "more_rows", "_n")
@@ -137,11 +149,15 @@ class Shares:
         self._n = len(cls)
 
     @classmethod
-    def of(cls, rows: Any) -> "Shares":
-        """The shares ``rows`` (an (n, len(CLASSES)) array, or Shares)."""
+    def of(cls, rows: Any, chunk: int = 1_000_000) -> "Shares":
+        """The shares ``rows`` (an (n, len(CLASSES)) array, or Shares), packed ``chunk`` rows
+        at a time (the sort below takes about 50 bytes a row while it runs)."""
         if isinstance(rows, Shares):
             return rows
         rows = np.asarray(rows, dtype=np.float64).reshape(-1, len(CLASSES))
+        if len(rows) > chunk:
+            return Shares.joined([cls.of(rows[lo:lo + chunk], chunk)
+                                  for lo in range(0, len(rows), chunk)])
         nonzero = rows != 0
         # the positions of the non-zero classes first, in class order (a stable sort)
         first = np.argsort(~nonzero, axis=1, kind="stable")[:, :2]
@@ -170,8 +186,16 @@ class Shares:
     def shape(self) -> tuple:
         return (self._n, len(CLASSES))
 
-    def __getitem__(self, key: Any) -> "Shares":
-        """The rows ``key`` (a slice, a mask or positions), packed."""
+    def __getitem__(self, key: Any) -> Any:
+        """The rows ``key`` (a slice, a mask or positions), packed; one row (an int) as an
+        array of its len(CLASSES) shares."""
+        if isinstance(key, (int, np.integer)):
+            if not -self._n <= key < self._n:
+                raise IndexError(f"row {key} of {self._n}")
+            key = int(key) % self._n
+            return self[key:key + 1].dense()[0]
+        if isinstance(key, tuple):
+            raise IndexError("packed shares: take rows first, then .column(k) or .dense()")
         if isinstance(key, slice):
             lo, hi, step = key.indices(self._n)
             if step == 1:
