@@ -69,7 +69,8 @@ def saved_fleet(store: Any, ref: Any, counted: bool, marks: tuple) -> Optional[F
         np.asarray(secs["start_ns"], dtype=np.int64), np.asarray(secs["end_ns"], dtype=np.int64),
         np.asarray(secs["class"], dtype=CODE),
         np.asarray(secs["confidence"], dtype=np.float64),
-        _shares(secs, len(task)),
+        Shares.of_columns([np.asarray(secs[f"share_{c}"], dtype=np.float64)
+                           for c in CLASSES]),
         evidence, np.asarray(secs["basis"], dtype=CODE),
         *assumed_columns(np.asarray(secs["assumed"], dtype=np.float64),
                          np.asarray(secs["assumed_cls"], dtype=np.int8)))
@@ -109,14 +110,6 @@ def stored_part(part: Fleet, ref: Any, marks: tuple, counted: bool,
     sections = dataclasses.replace(part.sections, evidence=evidence)
     return dataclasses.replace(part, tasks=engine.repointed(tasks, sections),
                                sections=sections)
-
-
-def _shares(secs: dict, n: int, chunk: int = 1_000_000) -> Shares:
-    """The sections' shares from their saved columns, packed ``chunk`` rows at a time (the
-    rows of six floats are never all made at once)."""
-    columns = [np.asarray(secs[f"share_{c}"], dtype=np.float64) for c in CLASSES]
-    return Shares.joined([Shares.of(np.stack([c[lo:lo + chunk] for c in columns], axis=1))
-                          for lo in range(0, n, chunk)])
 
 
 def _objects(values: Any) -> np.ndarray:

@@ -65,7 +65,8 @@ class SpanIds:
         ids = np.asarray(values, dtype=object)
         none = np.equal(ids, None)
         text = np.where(none, "", ids) if none.any() else ids
-        if set(map(type, text.tolist())) - {str}:  # (anything but text or None: as it is)
+        items = text.tolist()
+        if set(map(type, items)) - {str}:  # (anything but text or None: as it is)
             return cls(ids)
         try:
             packed = text.astype("S") if len(ids) else np.zeros(0, dtype="S16")
@@ -73,7 +74,7 @@ class SpanIds:
             return cls(ids)
         # exact only where every id was ASCII text, not "" and not ending in NUL (bytes drop
         # trailing NULs): the lengths tell
-        lengths = np.fromiter(map(len, text.tolist()), dtype=np.int64, count=len(text))
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
         if not np.array_equal(np.char.str_len(packed), lengths) or \
                 np.any((lengths == 0) & ~none):
             return cls(ids)
@@ -114,6 +115,9 @@ class SpanIds:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def freeze(self) -> None:
+        self._v.flags.writeable = False
+
     def is_none(self) -> Any:
         """Whether each id is None (a gap), as a bool array."""
         return self._v == b"" if self._v.dtype.kind == "S" else np.equal(self._v, None)
@@ -129,6 +133,10 @@ class SpanIds:
 
     def __repr__(self) -> str:
         return f"SpanIds({self.tolist()!r})"
+
+
+# rows of shares packed at a time (Shares.of, Shares.of_columns)
+PACK_ROWS = 1_000_000
 
 
 class Shares:
@@ -149,15 +157,14 @@ class Shares:
         self._n = len(cls)
 
     @classmethod
-    def of(cls, rows: Any, chunk: int = 1_000_000) -> "Shares":
+    def of(cls, rows: Any, chunk: int = PACK_ROWS) -> "Shares":
         """The shares ``rows`` (an (n, len(CLASSES)) array, or Shares), packed ``chunk`` rows
         at a time (the sort below takes about 50 bytes a row while it runs)."""
         if isinstance(rows, Shares):
             return rows
         rows = np.asarray(rows, dtype=np.float64).reshape(-1, len(CLASSES))
         if len(rows) > chunk:
-            return Shares.joined([cls.of(rows[lo:lo + chunk], chunk)
-                                  for lo in range(0, len(rows), chunk)])
+            return cls.of_columns(rows.T, chunk)
         nonzero = rows != 0
         # the positions of the non-zero classes first, in class order (a stable sort)
         first = np.argsort(~nonzero, axis=1, kind="stable")[:, :2]
@@ -166,6 +173,14 @@ class Shares:
         packed = np.where(kept, first, -1).astype(np.int8)
         more = np.flatnonzero(nonzero.sum(axis=1) > 2)
         return cls(packed, val, more, rows[more].copy())
+
+    @classmethod
+    def of_columns(cls, columns: Sequence, chunk: int = PACK_ROWS) -> "Shares":
+        """The shares whose class columns (CLASSES order) are ``columns``, packed ``chunk``
+        rows at a time (their rows are never all made at once)."""
+        n = len(columns[0]) if len(columns) else 0
+        return Shares.joined([cls.of(np.stack([c[lo:lo + chunk] for c in columns], axis=1),
+                                     chunk) for lo in range(0, n, chunk)])
 
     @staticmethod
     def joined(parts: Sequence) -> "Shares":
@@ -204,12 +219,9 @@ class Shares:
                               self.more_rows[a:b])
             key = np.arange(lo, hi, step)
         rows = np.arange(self._n)[key]
-        at = np.searchsorted(self.more, rows)
-        found = (at < len(self.more)) & (self.more[np.minimum(at, max(len(self.more) - 1, 0))]
-                                         == rows) if len(self.more) else \
-            np.zeros(len(rows), dtype=bool)
+        found = np.isin(rows, self.more)  # (rows kept whole; ``more`` is sorted, unique)
         return Shares(self.cls[rows], self.val[rows], np.flatnonzero(found),
-                      self.more_rows[at[found]])
+                      self.more_rows[np.searchsorted(self.more, rows[found])])
 
     def dense(self, lo: int = 0, hi: Optional[int] = None) -> np.ndarray:
         """Rows ``lo`` .. ``hi`` - 1 as an (n, len(CLASSES)) float64 array."""
@@ -473,11 +485,10 @@ class Sections:
             object.__setattr__(self, "span_id", SpanIds.of(self.span_id))
         if not isinstance(self.shares, Shares):
             object.__setattr__(self, "shares", Shares.of(self.shares))
+        self.span_id.freeze()
         self.shares.freeze()
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, SpanIds):
-                value = value._v
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False
 
