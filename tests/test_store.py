@@ -465,3 +465,77 @@ def test_of_a_repeated_id_in_a_large_file_the_first_line_is_kept(tmp_path):
             [("first",)]
         assert store._x("SELECT current_setting('preserve_insertion_order')") == [(False,)]
         store.close()
+
+
+def test_spans_are_stored_in_trace_id_order(tmp_path):
+    """Each load inserts its spans in trace-id order (whatever order the files hold them
+    in), so that a batch of traces (an id range) reads its own row groups: within one load
+    the row ids follow the trace ids; a later load's rows come after, in their own order."""
+    ids = [f"{(k * 7919) % 101 + 1:032x}" for k in range(40)]  # ids out of order in the file
+    write(tmp_path / "spans-h-1-1.jsonl",
+          [rec(n, trace=ids[n % 40]) for n in range(1, 201)])
+    with Store(tmp_path / "db.duckdb") as store:
+        store.load(tmp_path)
+        stored = [t for (t,) in store.con.execute(
+            "SELECT trace_id FROM spans ORDER BY rowid").fetchall()]
+        assert len(stored) == 200 and stored == sorted(stored)
+        write(tmp_path / "spans-h-2-1.jsonl",
+              [rec(n, trace=ids[n % 40]) for n in range(201, 261)])
+        store.load(tmp_path)
+        later = [t for (t,) in store.con.execute(
+            "SELECT trace_id FROM spans WHERE rowid >= 200 ORDER BY rowid").fetchall()]
+        assert len(later) == 60 and later == sorted(later)
+
+
+def _memory_limit(store):
+    return store.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+
+
+def test_a_store_in_a_file_is_capped_while_it_loads_and_saves(tmp_path, monkeypatch):
+    """DuckDB is held to Store.capped's limit while a store in a file loads and saves an
+    analysis (its sort by trace id spills rather than take the machine), and is given its
+    own limit back after, even when the load fails; a nested cap keeps the outer one, and
+    release_cache inside a cap restores it. A store in memory is never capped (its data is
+    in memory)."""
+    from agentscope.store import loading
+
+    write(tmp_path / "spans-h-1-1.jsonl", [rec(i) for i in range(1, 6)])
+    real_cap = Store.capped
+    with Store(tmp_path / "db.duckdb") as store:
+        default = _memory_limit(store)
+        with store.capped("123MB"):
+            capped = _memory_limit(store)
+            with store.capped("1GB"):  # (the outer limit holds)
+                assert _memory_limit(store) == capped
+            store.release_cache()
+            assert _memory_limit(store) == capped
+        assert capped != default and _memory_limit(store) == default
+        limits = []
+        real_x = store._x
+
+        def watched(statement, *args, **kwargs):
+            if statement.lstrip().startswith("INSERT INTO"):
+                limits.append((statement.split()[2], _memory_limit(store)))
+            return real_x(statement, *args, **kwargs)
+
+        monkeypatch.setattr(store, "_x", watched)
+        monkeypatch.setattr(Store, "capped", lambda self, limit="123MB": real_cap(self, limit))
+        store.load(tmp_path)
+        store.save_analysis({"trace_id": []}, {}, ())
+        tables = {table for table, _ in limits}
+        assert {"spans", "analysis_state"} <= tables
+        assert {limit for _, limit in limits} == {capped}
+        assert _memory_limit(store) == default
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("broken")
+
+        monkeypatch.setattr(loading.Loader, "load", broken)
+        with pytest.raises(RuntimeError):
+            store.load(tmp_path)
+        assert _memory_limit(store) == default
+    memory = Store()
+    before = _memory_limit(memory)
+    with memory.capped("64MB"):
+        assert _memory_limit(memory) == before
+    memory.close()

@@ -10,6 +10,7 @@ connection of its own (:meth:`Store.read`, store/user_sql.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -30,6 +31,13 @@ from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSer
 from .user_sql import UserSQL, check_statement
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
+# what DuckDB may hold while a store in a file loads, saves an analysis or is read a batch at
+# a time (by default it may take 80 % of the machine, and keeps every block it wrote or read
+# cached): the load's sort by trace id (loading.py) spills beyond it. At 20M spans from
+# ClickHouse the load's peak is 1.1 GB, against 7.0 GB sorted without it (1.5 GB unsorted),
+# for 35 s against 29 s (benchmarks/RESULTS.md)
+MEMORY_LIMIT = "1GB"
+
 _COUNTER_COLUMNS = ("host_code",)
 
 
@@ -56,6 +64,7 @@ class Store:
         self.read_only = read_only
         self._keep_freed_blocks = keep_freed_blocks
         self._lock_wait_s = lock_wait_s
+        self._capped: Optional[str] = None  # the memory limit DuckDB is held to (:meth:`capped`)
         self._user_sql: Optional[UserSQL] = None  # a store in memory: the copy users query
         # what a temporary store's file lives in (its owner removes it; None: not temporary)
         self.temporary: Any = None
@@ -126,7 +135,30 @@ class Store:
         ``repeats_by``: the columns (SQL) by whose order the row of a repeated (trace, span)
         id that is kept is chosen, before the line order (None: the first line: files)."""
         self._changed()
-        return Loader(self, repeats_by).load(trace_dir, progress, found)
+        with self.capped():
+            return Loader(self, repeats_by).load(trace_dir, progress, found)
+
+    @contextlib.contextmanager
+    def capped(self, limit: str = MEMORY_LIMIT) -> Iterator[None]:
+        """DuckDB held to ``limit`` meanwhile, for a store in a file (a sort beyond it goes
+        to DuckDB's temporary files, and the file's blocks are read again rather than kept
+        cached); a store in memory holds its data there: no limit. Where DuckDB cannot meet
+        the limit at once, none is set; inside another ``capped``, that one's limit holds.
+        After, the cache is as small as the limit made it (and may grow again:
+        :meth:`release_cache`)."""
+        capped = False
+        if self.path is not None and not self._capped:
+            try:
+                self.con.execute(f"SET memory_limit = '{limit}'")
+                capped, self._capped = True, limit
+            except duckdb.Error:
+                pass
+        try:
+            yield
+        finally:
+            if capped:
+                self._capped = None
+                self.con.execute("RESET memory_limit")  # (we set no other limit)
 
     def problems(self) -> list:
         """Every input problem of every load, by file and line."""
@@ -248,7 +280,10 @@ class Store:
         except duckdb.Error:
             pass
         finally:
-            self.con.execute("RESET memory_limit")  # (we set no other limit)
+            if self._capped:
+                self.con.execute(f"SET memory_limit = '{self._capped}'")
+            else:
+                self.con.execute("RESET memory_limit")  # (we set no other limit)
 
     def trace_batches(self, max_spans: int) -> list:
         """The traces in batches of about ``max_spans`` spans, in trace-id order, a trace
@@ -341,6 +376,12 @@ class Store:
         rows are replaced. ``marks``: where the store stood (:meth:`marks`) when the analysis
         was made (:meth:`saved_marks`). ``fleet``: what else restoring the analysis needs
         (:meth:`saved_results`), as JSON-ready data."""
+        with self.capped():
+            self._save_analysis(task_columns, section_columns, warnings, redone, marks, fleet)
+
+    def _save_analysis(self, task_columns: dict, section_columns: "dict | Iterable[dict]",
+                       warnings: Iterable[str], redone: Optional[list], marks: Optional[tuple],
+                       fleet: Optional[dict]) -> None:
         self._changed()
         # first: a save cut short (a crash, a kill) leaves no analysis that claims to be current
         self._x("DROP TABLE IF EXISTS analysis_state")

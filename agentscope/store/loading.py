@@ -503,12 +503,18 @@ class Loader(WholeFiles):
             "WHERE NOT EXISTS (SELECT 1 FROM (SELECT trace_id, span_id FROM spans "
             "WHERE trace_id IN (SELECT DISTINCT trace_id FROM staging)) t "
             "WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)")
-        return self._x(f"""
-            INSERT INTO spans
-            SELECT {', '.join('s.' + c for c in SPAN_COLUMNS)},
-                   CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {file_id}
-            FROM {source} AS s {join}
-            {new}""")[0][0]
+        # in trace-id order: a trace's rows together in the file, near those of the traces
+        # beside it in id order, so that a batch of traces (an id range: trace_batches)
+        # reads its own row groups rather than every one (at 20M spans from ClickHouse, the
+        # batches' input in 24 s instead of 63 s, for 11 s more here: benchmarks/RESULTS.md)
+        with self._in_file_order():
+            return self._x(f"""
+                INSERT INTO spans
+                SELECT {', '.join('s.' + c for c in SPAN_COLUMNS)},
+                       CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {file_id}
+                FROM {source} AS s {join}
+                {new}
+                ORDER BY s.trace_id""")[0][0]
 
     def _slow_path(self, src: Source, file_id: int, complete: bytes, lines_before: int,
                    problems: list) -> Callable[[], tuple]:
