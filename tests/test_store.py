@@ -467,10 +467,14 @@ def test_of_a_repeated_id_in_a_large_file_the_first_line_is_kept(tmp_path):
         store.close()
 
 
-def test_spans_are_stored_in_trace_id_order(tmp_path):
-    """Each load inserts its spans in trace-id order (whatever order the files hold them
-    in), so that a batch of traces (an id range) reads its own row groups: within one load
-    the row ids follow the trace ids; a later load's rows come after, in their own order."""
+def test_spans_are_stored_in_trace_id_order(tmp_path, monkeypatch):
+    """A load into a store of loading.SORTED_SPANS spans or more inserts its spans in trace-id
+    order (whatever order the files hold them in), so that a batch of traces (an id range)
+    reads its own row groups: within one load the row ids follow the trace ids; a later
+    load's rows come after, in their own order."""
+    from agentscope.store import loading
+
+    monkeypatch.setattr(loading, "SORTED_SPANS", 150)
     ids = [f"{(k * 7919) % 101 + 1:032x}" for k in range(40)]  # ids out of order in the file
     write(tmp_path / "spans-h-1-1.jsonl",
           [rec(n, trace=ids[n % 40]) for n in range(1, 201)])

@@ -30,14 +30,14 @@ from .schema import (DEFAULT_DB, MEMORY, AnalysisInput, CollectorRun, CounterSer
                      input_of_columns, sql)
 from .user_sql import UserSQL, check_statement
 
-# the counter columns of analysis_input.sql, left out when there are no counters to join
-# what DuckDB may hold while a store in a file loads, saves an analysis or is read a batch at
-# a time (by default it may take 80 % of the machine, and keeps every block it wrote or read
-# cached): the load's sort by trace id (loading.py) spills beyond it. At 20M spans from
-# ClickHouse the load's peak is 1.1 GB, against 7.0 GB sorted without it (1.5 GB unsorted),
-# for 35 s against 29 s (benchmarks/RESULTS.md)
-MEMORY_LIMIT = "1GB"
+# what DuckDB may hold while a store in a file loads or saves an analysis (by default it may
+# take 80 % of the machine, and keeps every block it wrote cached): the load's sort by trace
+# id (loading.SORTED_SPANS) spills beyond it. Loading 20M spans from ClickHouse: 1.6 GB at
+# peak in 32 s, against 7.0 GB in 29 s without it (1.5 GB in 19 s unsorted); 5M: 1.6 GB in
+# 7.0 s, against 1.9 GB in 5.8 s (1 GB: 1.1 GB in 8.1 s; benchmarks/RESULTS.md)
+MEMORY_LIMIT = "1536MB"
 
+# the counter columns of analysis_input.sql, left out when there are no counters to join
 _COUNTER_COLUMNS = ("host_code",)
 
 

@@ -42,6 +42,13 @@ from .whole import WholeFiles
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
 
+# spans of a store (with those being inserted) from which an insert stores its spans in
+# trace-id order: a trace's rows together, near those of the traces beside it in id order, so
+# that a batch of traces (an id range: Store.trace_batches) reads its own row groups rather
+# than every one. At 20M spans from ClickHouse the batches' input takes 24 s instead of 63 s,
+# for 11-16 s more in the load; at 5M 1.2-1.8 s less in all; at 1M (few batches) the sort cost
+# 0.1-0.4 s more than it saved (benchmarks/RESULTS.md)
+SORTED_SPANS = 2_000_000
 # the counters of a LoadReport that a rolled-back transaction puts back
 _COUNTS = ("files_loaded", "spans_added", "samples_added", "duplicates")
 
@@ -491,30 +498,29 @@ class Loader(WholeFiles):
         staging keeps the file's order). Returns how many were added."""
         if self._repeats_by:
             order = f"{self._repeats_by}, {order}"
-        repeats = self._x("SELECT count(*) - count(DISTINCT hash(trace_id, span_id)) "
-                          "FROM staging")[0][0]
+        rows, repeats = self._x("SELECT count(*), count(*) - count(DISTINCT hash(trace_id, "
+                                "span_id)) FROM staging")[0]
         source = "staging" if not repeats else (
             "(SELECT * FROM staging QUALIFY row_number() OVER "
             f"(PARTITION BY trace_id, span_id ORDER BY {order}) = 1)")
         # spans already stored: looked for among the stored spans of the traces staged only
         # (a join on every stored span id held a hash table of them all: at 20M spans, 2.5 GB
         # more for the last file)
-        new = "" if not self._x("SELECT 1 FROM spans LIMIT 1") else (
+        stored = self._x("SELECT count(*) FROM spans")[0][0]
+        new = "" if not stored else (
             "WHERE NOT EXISTS (SELECT 1 FROM (SELECT trace_id, span_id FROM spans "
             "WHERE trace_id IN (SELECT DISTINCT trace_id FROM staging)) t "
             "WHERE t.trace_id = s.trace_id AND t.span_id = s.span_id)")
-        # in trace-id order: a trace's rows together in the file, near those of the traces
-        # beside it in id order, so that a batch of traces (an id range: trace_batches)
-        # reads its own row groups rather than every one (at 20M spans from ClickHouse, the
-        # batches' input in 24 s instead of 63 s, for 11 s more here: benchmarks/RESULTS.md)
+        insert = f"""
+            INSERT INTO spans
+            SELECT {', '.join('s.' + c for c in SPAN_COLUMNS)},
+                   CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {file_id}
+            FROM {source} AS s {join}
+            {new}"""
+        if stored + rows < SORTED_SPANS:
+            return self._x(insert)[0][0]
         with self._in_file_order():
-            return self._x(f"""
-                INSERT INTO spans
-                SELECT {', '.join('s.' + c for c in SPAN_COLUMNS)},
-                       CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {file_id}
-                FROM {source} AS s {join}
-                {new}
-                ORDER BY s.trace_id""")[0][0]
+            return self._x(f"{insert}\nORDER BY s.trace_id")[0][0]
 
     def _slow_path(self, src: Source, file_id: int, complete: bytes, lines_before: int,
                    problems: list) -> Callable[[], tuple]:
