@@ -468,27 +468,38 @@ def test_of_a_repeated_id_in_a_large_file_the_first_line_is_kept(tmp_path):
 
 
 def test_spans_are_stored_in_trace_id_order(tmp_path, monkeypatch):
-    """A load into a store of loading.SORTED_SPANS spans or more inserts its spans in trace-id
-    order (whatever order the files hold them in), so that a batch of traces (an id range)
-    reads its own row groups: within one load the row ids follow the trace ids; a later
-    load's rows come after, in their own order."""
+    """A load into a store in a file of loading.SORTED_SPANS spans or more inserts its spans
+    in trace-id order (whatever order the files hold them in), so that a batch of traces (an
+    id range) reads its own row groups: within one load the row ids follow the trace ids
+    (of a repeated span the first line is still the one kept); a later load's rows come
+    after, in their own order. A store in memory keeps the files' order."""
     from agentscope.store import loading
 
     monkeypatch.setattr(loading, "SORTED_SPANS", 150)
     ids = [f"{(k * 7919) % 101 + 1:032x}" for k in range(40)]  # ids out of order in the file
+    # (span 7 twice, its second row later: the first line is kept, as unsorted)
     write(tmp_path / "spans-h-1-1.jsonl",
-          [rec(n, trace=ids[n % 40]) for n in range(1, 201)])
+          [rec(n, trace=ids[n % 40]) for n in range(1, 201)]
+          + [rec(7, trace=ids[7], name="again")])
     with Store(tmp_path / "db.duckdb") as store:
-        store.load(tmp_path)
+        first = store.load(tmp_path)
+        assert (first.spans_added, first.duplicates) == (200, 1)
         stored = [t for (t,) in store.con.execute(
             "SELECT trace_id FROM spans ORDER BY rowid").fetchall()]
         assert len(stored) == 200 and stored == sorted(stored)
+        assert store.con.execute(
+            f"SELECT name FROM spans WHERE span_id = '{7:016x}'").fetchall() == [("s7",)]
         write(tmp_path / "spans-h-2-1.jsonl",
               [rec(n, trace=ids[n % 40]) for n in range(201, 261)])
         store.load(tmp_path)
         later = [t for (t,) in store.con.execute(
             "SELECT trace_id FROM spans WHERE rowid >= 200 ORDER BY rowid").fetchall()]
         assert len(later) == 60 and later == sorted(later)
+    with Store() as memory:  # (in memory: not held to a limit, so not sorted)
+        memory.load(tmp_path)
+        kept = [t for (t,) in memory.con.execute(
+            "SELECT trace_id FROM spans ORDER BY rowid").fetchall()]
+        assert len(kept) == 260 and kept != sorted(kept)
 
 
 def _memory_limit(store):
@@ -507,7 +518,7 @@ def test_a_store_in_a_file_is_capped_while_it_loads_and_saves(tmp_path, monkeypa
     real_cap = Store.capped
     with Store(tmp_path / "db.duckdb") as store:
         default = _memory_limit(store)
-        with store.capped("123MB"):
+        with store.capped("500MB"):
             capped = _memory_limit(store)
             with store.capped("1GB"):  # (the outer limit holds)
                 assert _memory_limit(store) == capped
@@ -523,7 +534,7 @@ def test_a_store_in_a_file_is_capped_while_it_loads_and_saves(tmp_path, monkeypa
             return real_x(statement, *args, **kwargs)
 
         monkeypatch.setattr(store, "_x", watched)
-        monkeypatch.setattr(Store, "capped", lambda self, limit="123MB": real_cap(self, limit))
+        monkeypatch.setattr(Store, "capped", lambda self, limit="500MB": real_cap(self, limit))
         store.load(tmp_path)
         store.save_analysis({"trace_id": []}, {}, ())
         tables = {table for table, _ in limits}
@@ -543,3 +554,28 @@ def test_a_store_in_a_file_is_capped_while_it_loads_and_saves(tmp_path, monkeypa
     with memory.capped("64MB"):
         assert _memory_limit(memory) == before
     memory.close()
+
+
+def test_a_load_out_of_memory_is_an_error_not_a_bad_file(tmp_path, monkeypatch):
+    """DuckDB out of memory while a store loads (it is held to a limit: Store.capped) is not
+    the file's fault: the load stops with a StoreError that says so, the file is neither
+    named as a problem nor marked as read, and the next load reads it whole."""
+    import duckdb
+
+    from agentscope.errors import StoreError
+    from agentscope.store import loading
+
+    write(tmp_path / "spans-h-1-1.jsonl", [rec(i) for i in range(1, 6)])
+    real = loading.Loader._insert_spans
+
+    def out_of_memory(self, *args, **kwargs):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+
+    with Store(tmp_path / "db.duckdb") as store:
+        monkeypatch.setattr(loading.Loader, "_insert_spans", out_of_memory)
+        with pytest.raises(StoreError, match="ran out of memory"):
+            store.load(tmp_path)
+        assert not store.problems()
+        monkeypatch.setattr(loading.Loader, "_insert_spans", real)
+        again = store.load(tmp_path)
+        assert again.spans_added == 5 and not again.problems

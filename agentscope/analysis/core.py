@@ -351,9 +351,9 @@ def _analyse(store: Store, load: LoadReport, source: str,
                 def stored(part: Fleet) -> Fleet:
                     return stored_part(part, ref, marks, counted, next(ends))
             # (once every batch is read, DuckDB's cache of the store's file goes: at 20M
-            # spans 1.5 GB held while the batches are joined and saved. Held to
-            # Store.capped's limit while the batches are read, it would save 0.13 GB there
-            # and cost 30 % more time: each batch's statement then spills)
+            # spans 1.5 GB held while the batches are joined and saved. Held to 1 GB while
+            # the batches are read (a trial), DuckDB saved 0.13 GB there and took 8 s more at
+            # 20M spans: each batch's statement then spills)
             fleet = _fleet((store.analysis_input(with_counters=counted, traces=traces)
                             for traces in batches), series, lags, trees, several,
                            read=store.release_cache if several else None, stored=stored,

@@ -21,7 +21,7 @@ import duckdb
 from .. import metric_names as mn
 from .. import semconv
 from .._version import __version__
-from ..errors import TraceFormatError
+from ..errors import StoreError, TraceFormatError
 from .connect import connect
 from .loading import LoadReport, Loader, sources
 from .rows import quoted
@@ -35,7 +35,7 @@ from .user_sql import UserSQL, check_statement
 # id (loading.SORTED_SPANS) spills beyond it. Loading 20M spans from ClickHouse: 1.6 GB at
 # peak in 32 s, against 7.0 GB in 29 s without it (1.5 GB in 19 s unsorted); 5M: 1.6 GB in
 # 7.0 s, against 1.9 GB in 5.8 s (1 GB: 1.1 GB in 8.1 s; benchmarks/RESULTS.md)
-MEMORY_LIMIT = "1536MB"
+MEMORY_LIMIT = "1.5GB"
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
 _COUNTER_COLUMNS = ("host_code",)
@@ -135,8 +135,16 @@ class Store:
         ``repeats_by``: the columns (SQL) by whose order the row of a repeated (trace, span)
         id that is kept is chosen, before the line order (None: the first line: files)."""
         self._changed()
-        with self.capped():
-            return Loader(self, repeats_by).load(trace_dir, progress, found)
+        try:
+            with self.capped():
+                return Loader(self, repeats_by).load(trace_dir, progress, found)
+        except duckdb.OutOfMemoryException as e:  # (the files loaded before it stay loaded)
+            where = "memory" if self.path is None else str(self.path)
+            raise StoreError(
+                f"{where}: DuckDB ran out of memory loading {trace_dir} (a store in a file is "
+                f"held to {MEMORY_LIMIT} while it loads: duckdb_store.MEMORY_LIMIT); what it "
+                f"was loading was rolled back, and the next load goes on from there: "
+                f"{str(e).splitlines()[0][:300]}") from None
 
     @contextlib.contextmanager
     def capped(self, limit: str = MEMORY_LIMIT) -> Iterator[None]:
@@ -144,8 +152,10 @@ class Store:
         to DuckDB's temporary files, and the file's blocks are read again rather than kept
         cached); a store in memory holds its data there: no limit. Where DuckDB cannot meet
         the limit at once, none is set; inside another ``capped``, that one's limit holds.
-        After, the cache is as small as the limit made it (and may grow again:
-        :meth:`release_cache`)."""
+        After, DuckDB's own limit is back (the default: we set no other), and its cache is
+        no larger than this limit (it may grow again; :meth:`release_cache` empties it).
+        The limit is the database's: another connection of this process to the same file
+        is held to it meanwhile."""
         capped = False
         if self.path is not None and not self._capped:
             try:
@@ -155,10 +165,15 @@ class Store:
                 pass
         try:
             yield
-        finally:
-            if capped:
+        except BaseException:
+            if capped:  # (the error that ended the block is the one to see)
                 self._capped = None
-                self.con.execute("RESET memory_limit")  # (we set no other limit)
+                with contextlib.suppress(duckdb.Error):
+                    self.con.execute("RESET memory_limit")
+            raise
+        if capped:
+            self._capped = None
+            self.con.execute("RESET memory_limit")  # (we set no other limit)
 
     def problems(self) -> list:
         """Every input problem of every load, by file and line."""

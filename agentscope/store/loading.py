@@ -42,12 +42,16 @@ from .whole import WholeFiles
 
 BATCH_BYTES = 512 << 20  # new files read by one read_json call (a progress step each)
 
-# spans of a store (with those being inserted) from which an insert stores its spans in
-# trace-id order: a trace's rows together, near those of the traces beside it in id order, so
-# that a batch of traces (an id range: Store.trace_batches) reads its own row groups rather
-# than every one. At 20M spans from ClickHouse the batches' input takes 24 s instead of 63 s,
-# for 11-16 s more in the load; at 5M 1.2-1.8 s less in all; at 1M (few batches) the sort cost
-# 0.1-0.4 s more than it saved (benchmarks/RESULTS.md)
+# spans of a store in a file (with those being inserted) from which each insert stores its
+# spans in trace-id order: a trace's rows together, near those of the traces beside it in id
+# order, so that a batch of traces (an id range: Store.trace_batches) reads the row groups of
+# its range in each insert (a ClickHouse window is one insert; a directory one per
+# BATCH_BYTES of new files) rather than every one. At 20M spans from ClickHouse the batches'
+# input takes 24 s instead of 63 s, for 11-16 s more in the load; at 5M the load and the
+# input together took from 2.0 s less to 0.7 s more (noisy) without samples, 1.1 s more with
+# 2.6M samples; at 1M (few batches) the sort cost 0.1-0.4 s more than it saved
+# (benchmarks/RESULTS.md). A store in memory is not sorted: it is not held to a limit
+# (Store.capped), and its sort would take all it needs (7.0 GB at 20M)
 SORTED_SPANS = 2_000_000
 # the counters of a LoadReport that a rolled-back transaction puts back
 _COUNTS = ("files_loaded", "spans_added", "samples_added", "duplicates")
@@ -101,6 +105,7 @@ class Loader(WholeFiles):
         self.con = store.con
         self._x = store._x
         self._repeats_by = repeats_by  # (Store.load)
+        self._sorted = store.path is not None  # (SORTED_SPANS)
         self._seen: dict = {}  # file_id -> (size, mtime_ns) when this load looked at it
 
     def load(self, trace_dir: "str | os.PathLike[str]",
@@ -241,6 +246,8 @@ class Loader(WholeFiles):
                                   span_file_ids)
             finally:
                 self._x("DROP TABLE IF EXISTS staging")
+        except duckdb.OutOfMemoryException:
+            raise  # (not the file's fault: Store.load says so)
         except Exception as e:  # noqa: BLE001 - bad input must never stop the load
             self._quarantine(report, src, file_id, size, e, span_file_ids)
 
@@ -329,6 +336,8 @@ class Loader(WholeFiles):
                             "read_json(?, format = 'newline_delimited', columns = "
                             + _struct(columns) + ", filename = '_file', "
                             "maximum_object_size = 67108864)", [list(by_name)])
+        except duckdb.OutOfMemoryException:
+            raise
         except _READ_ERRORS:
             return _pending(batch)  # some file has a line DuckDB cannot read
         done: list = []
@@ -360,6 +369,8 @@ class Loader(WholeFiles):
                                      added if not spans else 0, rows - added, size, rows, []))
                     done.append(size)
                 self._account_many(report, accounts, span_file_ids)
+        except duckdb.OutOfMemoryException:
+            raise
         except _READ_ERRORS:  # the batch as a whole: each file on its own instead
             return _pending(batch)
         finally:
@@ -474,6 +485,8 @@ class Loader(WholeFiles):
                 rows, bad = self._x(
                     f"SELECT count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
                     "FROM staging")[0]
+            except duckdb.OutOfMemoryException:
+                raise
             except _READ_ERRORS:
                 rows, bad = 0, 1
         if bad == 0 and rows == complete.count(b"\n"):
@@ -498,8 +511,11 @@ class Loader(WholeFiles):
         staging keeps the file's order). Returns how many were added."""
         if self._repeats_by:
             order = f"{self._repeats_by}, {order}"
-        rows, repeats = self._x("SELECT count(*), count(*) - count(DISTINCT hash(trace_id, "
-                                "span_id)) FROM staging")[0]
+        # (grouped, which DuckDB can spill under Store.capped's limit; an ungrouped count of
+        # distinct ids cannot)
+        rows, repeats = self._x(
+            "SELECT (SELECT count(*) FROM staging), EXISTS (SELECT 1 FROM staging GROUP BY "
+            "hash(trace_id, span_id) HAVING count(*) > 1)")[0]
         source = "staging" if not repeats else (
             "(SELECT * FROM staging QUALIFY row_number() OVER "
             f"(PARTITION BY trace_id, span_id ORDER BY {order}) = 1)")
@@ -517,10 +533,11 @@ class Loader(WholeFiles):
                    CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {file_id}
             FROM {source} AS s {join}
             {new}"""
-        if stored + rows < SORTED_SPANS:
+        if not self._sorted or stored + rows < SORTED_SPANS:
             return self._x(insert)[0][0]
-        with self._in_file_order():
-            return self._x(f"{insert}\nORDER BY s.trace_id")[0][0]
+        # (an insert whose source has ORDER BY keeps that order whatever
+        # preserve_insertion_order says)
+        return self._x(f"{insert}\nORDER BY s.trace_id")[0][0]
 
     def _slow_path(self, src: Source, file_id: int, complete: bytes, lines_before: int,
                    problems: list) -> Callable[[], tuple]:
