@@ -269,8 +269,9 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
 # spans analysed at a time: a larger store is analysed in batches of whole traces (where no
 # trace's analysis reads another's spans), so that memory holds one batch's spans, not all.
 # A batch's analysis input (store/sql/analysis_input.sql) takes about 1 GB of DuckDB's and
-# Python's memory for 500k spans, in proportion to its spans; each batch also reads the
-# table's trace ids, so much smaller batches cost time in a large store (measured: the peak
+# Python's memory for 500k spans, in proportion to its spans; each batch is a statement of
+# its own (in a store of 2M spans or more, kept in trace-id order, it reads its own row
+# groups only), so much smaller batches cost time (measured: the peak
 # at 1M / 5M spans 1.44 / 1.99 GB with 500k, 1.19 / 1.73 GB with 250k, in the same time;
 # at 20M, `analyze DIR` as fast, the chdb path 9-15 % slower, for 0.25-0.35 GB less; 125k:
 # at 20M, `analyze DIR` 8 % slower; benchmarks/RESULTS.md)

@@ -169,11 +169,19 @@ class Store:
             if capped:  # (the error that ended the block is the one to see)
                 self._capped = None
                 with contextlib.suppress(duckdb.Error):
-                    self.con.execute("RESET memory_limit")
+                    self._limit_back()
             raise
         if capped:
             self._capped = None
-            self.con.execute("RESET memory_limit")  # (we set no other limit)
+            self._limit_back()
+
+    def _limit_back(self) -> None:
+        """DuckDB's memory limit as it should be now: the active :meth:`capped` one, or
+        DuckDB's own (we set no other)."""
+        if self._capped:
+            self.con.execute(f"SET memory_limit = '{self._capped}'")
+        else:
+            self.con.execute("RESET memory_limit")
 
     def problems(self) -> list:
         """Every input problem of every load, by file and line."""
@@ -295,10 +303,7 @@ class Store:
         except duckdb.Error:
             pass
         finally:
-            if self._capped:
-                self.con.execute(f"SET memory_limit = '{self._capped}'")
-            else:
-                self.con.execute("RESET memory_limit")  # (we set no other limit)
+            self._limit_back()
 
     def trace_batches(self, max_spans: int) -> list:
         """The traces in batches of about ``max_spans`` spans, in trace-id order, a trace

@@ -68,6 +68,14 @@ _VALID_SAMPLE = sql("valid_samples.sql").format(**_BOUNDS)
 # message quotes bytes of the input that are not UTF-8 (the binding cannot make the message a
 # str: the input's problem, not ours). The reader that names each bad line then takes over.
 _READ_ERRORS = (duckdb.Error, UnicodeDecodeError)
+
+
+def _raise_unless_input_fault(error: BaseException) -> None:
+    """Re-raise ``error`` (caught as a fault of the input) where it is not one: DuckDB
+    running out of memory (Store.load says so, and the file is not read again line by line,
+    named as a problem or marked as read)."""
+    if isinstance(error, duckdb.OutOfMemoryException):
+        raise error
 _OURS = ("spans", "samples")  # our own formats, which the fast path reads
 
 
@@ -246,9 +254,8 @@ class Loader(WholeFiles):
                                   span_file_ids)
             finally:
                 self._x("DROP TABLE IF EXISTS staging")
-        except duckdb.OutOfMemoryException:
-            raise  # (not the file's fault: Store.load says so)
         except Exception as e:  # noqa: BLE001 - bad input must never stop the load
+            _raise_unless_input_fault(e)
             self._quarantine(report, src, file_id, size, e, span_file_ids)
 
     def _quarantine(self, report: LoadReport, src: Source, file_id: int, size: int,
@@ -336,10 +343,9 @@ class Loader(WholeFiles):
                             "read_json(?, format = 'newline_delimited', columns = "
                             + _struct(columns) + ", filename = '_file', "
                             "maximum_object_size = 67108864)", [list(by_name)])
-        except duckdb.OutOfMemoryException:
-            raise
-        except _READ_ERRORS:
-            return _pending(batch)  # some file has a line DuckDB cannot read
+        except _READ_ERRORS as e:  # some file has a line DuckDB cannot read
+            _raise_unless_input_fault(e)
+            return _pending(batch)
         done: list = []
         retry: list = []
         try:
@@ -369,9 +375,8 @@ class Loader(WholeFiles):
                                      added if not spans else 0, rows - added, size, rows, []))
                     done.append(size)
                 self._account_many(report, accounts, span_file_ids)
-        except duckdb.OutOfMemoryException:
-            raise
-        except _READ_ERRORS:  # the batch as a whole: each file on its own instead
+        except _READ_ERRORS as e:  # the batch as a whole: each file on its own instead
+            _raise_unless_input_fault(e)
             return _pending(batch)
         finally:
             self._x(f"DROP {'VIEW' if parquet else 'TABLE'} IF EXISTS staging")
@@ -485,9 +490,8 @@ class Loader(WholeFiles):
                 rows, bad = self._x(
                     f"SELECT count(*), count(*) FILTER (WHERE NOT coalesce({valid}, false)) "
                     "FROM staging")[0]
-            except duckdb.OutOfMemoryException:
-                raise
-            except _READ_ERRORS:
+            except _READ_ERRORS as e:
+                _raise_unless_input_fault(e)
                 rows, bad = 0, 1
         if bad == 0 and rows == complete.count(b"\n"):
             return True
@@ -500,15 +504,14 @@ class Loader(WholeFiles):
             n = self._x(f"INSERT INTO samples SELECT {columns}, {int(file_id)} "
                         "FROM staging")[0][0]
             return n, 0
-        total = self._x("SELECT count(*) FROM staging")[0][0]
-        added = self._insert_spans(str(int(file_id)))
-        return added, total - added
+        added, rows = self._insert_spans(str(int(file_id)))
+        return added, rows - added
 
-    def _insert_spans(self, file_id: str, join: str = "", order: str = "rowid") -> int:
+    def _insert_spans(self, file_id: str, join: str = "", order: str = "rowid") -> tuple:
         """Insert the rows of ``staging`` into ``spans`` (``file_id``: the SQL giving each row's
         file), skipping spans already stored and repeats inside ``staging`` (the first by
         the load's ``repeats_by``, then ``order``, is kept: by default the first line, as
-        staging keeps the file's order). Returns how many were added."""
+        staging keeps the file's order). Returns (how many were added, rows staged)."""
         if self._repeats_by:
             order = f"{self._repeats_by}, {order}"
         # (grouped, which DuckDB can spill under Store.capped's limit; an ungrouped count of
@@ -533,11 +536,11 @@ class Loader(WholeFiles):
                    CASE WHEN s.stage IS NULL THEN NULL ELSE 'agentscope' END, {file_id}
             FROM {source} AS s {join}
             {new}"""
-        if not self._sorted or stored + rows < SORTED_SPANS:
-            return self._x(insert)[0][0]
-        # (an insert whose source has ORDER BY keeps that order whatever
-        # preserve_insertion_order says)
-        return self._x(f"{insert}\nORDER BY s.trace_id")[0][0]
+        if self._sorted and stored + rows >= SORTED_SPANS:
+            # (an insert whose source has ORDER BY keeps that order whatever
+            # preserve_insertion_order says)
+            insert += "\nORDER BY s.trace_id"
+        return self._x(insert)[0][0], rows
 
     def _slow_path(self, src: Source, file_id: int, complete: bytes, lines_before: int,
                    problems: list) -> Callable[[], tuple]:
