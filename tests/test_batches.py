@@ -4,8 +4,10 @@ where one does (event-loop spans, other threads' CPU, process trees), all at onc
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -331,6 +333,102 @@ def test_batches_of_a_store_in_a_file_make_their_words_again_from_it(tmp_path, m
     assert batched.sections.evidence.texts_at(order) == [words[k] for k in order]
     assert batched.sections.evidence.texts() == words
     _same(whole, batched)
+
+
+def test_a_large_batched_analysis_keeps_its_sections_in_files(tmp_path, monkeypatch):
+    """Above STORED_WORDS_SPANS, a store in a file analysed in batches writes each batch's
+    section arrays to files as it goes and maps them (analysis/spilled.py): the same results,
+    saved and restored the same, nothing left beside the store, and the pages read (the
+    summary's, the save's) given back without changing a value."""
+    from agentscope.analysis.spilled import let_go
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _messy_traces(traces, 11)
+    store = tmp_path / "store" / "store.duckdb"
+    store.parent.mkdir()
+    monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    monkeypatch.setattr(core, "STORED_WORDS_SPANS", 1000)
+    released = []
+    monkeypatch.setattr(Store, "release_cache", lambda self: released.append(1))
+    batched = agentscope.analyze(traces, db=store)
+    monkeypatch.undo()
+    sec = batched.sections
+    assert len(released) > 5  # (before each batch: what the batches before read)
+    for name in ("task", "seq", "start_ns", "end_ns", "cls", "confidence", "basis"):
+        assert isinstance(getattr(sec, name), np.memmap), name
+    assert isinstance(sec.span_id._v, np.memmap) and isinstance(sec.shares.val, np.memmap)
+    assert sorted(p.name for p in store.parent.iterdir()) == ["store.duckdb"]
+    whole = agentscope.analyze(traces, db=":memory:")
+    _same(whole, batched)
+    let_go(sec)
+    let_go(sec, 3, 7)
+    _same(whole, batched)
+    # the analysis saved: restored as it was (nothing new since)
+    again = agentscope.analyze(traces, db=store)
+    assert again.traces_analysed == 0
+    a, b = again.to_dict(), whole.to_dict()
+    assert {k: v for k, v in a.items() if k != "summary"} == \
+        {k: v for k, v in b.items() if k != "summary"}
+    assert dataclasses.replace(again.summary, load=None) == \
+        dataclasses.replace(whole.summary, load=None)
+
+
+def test_sections_in_files_hold_what_joining_them_holds():
+    """SpilledSections of batches that differ (span ids of other lengths or not bytes, one
+    that assumed something and one that did not, an empty one) gives what engine.joined
+    gives; ids that are not all of one width stay in memory."""
+    from agentscope.analysis.spilled import SpilledSections
+    from agentscope.analyzers.results import (CODE, JoinedEvidence, SectionEvidence, Sections,
+                                              Shares)
+
+    rng = np.random.default_rng(5)
+
+    def part(n, tasks, ids, assumed):
+        task = np.sort(rng.integers(0, tasks, n)) if n else np.zeros(0, dtype=np.int64)
+        shares = rng.random((n, 6)) * (rng.random((n, 6)) < 0.4)
+        return Sections(task, np.arange(n), ids, np.asarray(["a", "b"] * n, dtype=object)[:n],
+                        np.asarray([None, "llm"] * n, dtype=object)[:n],
+                        np.arange(n) * 10, np.arange(n) * 10 + 5,
+                        rng.integers(0, 6, n).astype(CODE), rng.random(n), shares,
+                        SectionEvidence(None, np.full(n, -1), None),
+                        rng.integers(0, 3, n).astype(CODE),
+                        *((rng.random(n), rng.integers(0, 6, n).astype(np.int8)) if assumed
+                          else (None, None)))
+
+    cases = [
+        [part(5, 2, [f"{k:016x}" for k in range(5)], False),
+         part(0, 0, [], False),
+         part(4, 3, [f"{k:016x}" for k in range(4)], True)],
+        [part(3, 1, ["a" * 16, None, "b" * 16], True),
+         part(2, 2, ["c" * 32, "d" * 32], False),
+         part(2, 1, ["é", ""], False)],
+        [part(0, 0, [], False)],
+    ]
+    for k, parts in enumerate(cases):
+        spill = SpilledSections(tempfile.gettempdir())
+        for p in parts:
+            spill.add(p, int(p.task.max()) + 1 if len(p) else 0)
+        got = spill.sections()
+        offsets = np.cumsum([0] + [int(p.task.max()) + 1 if len(p) else 0 for p in parts])
+        want = {"task": np.concatenate([p.task + o for p, o in zip(parts, offsets)])}
+        for name in ("seq", "name", "stage", "start_ns", "end_ns", "cls", "confidence",
+                     "basis"):
+            want[name] = np.concatenate([getattr(p, name) for p in parts])
+        assumed = any(p.assumed is not None for p in parts)
+        for name in ("assumed", "assumed_cls"):
+            want[name] = np.concatenate([np.zeros(len(p)) if getattr(p, name) is None
+                                         else getattr(p, name) for p in parts]) \
+                if assumed else None
+        assert len(got) == sum(len(p) for p in parts)
+        for name, b in want.items():
+            a = getattr(got, name)
+            assert (a is None and b is None) or np.array_equal(a, b), name
+        assert got.span_id.tolist() == [i for p in parts for i in p.span_id.tolist()]
+        assert np.array_equal(np.asarray(got.shares),
+                              np.concatenate([np.asarray(p.shares) for p in parts]))
+        assert isinstance(got.shares, Shares) and isinstance(got.evidence, JoinedEvidence)
+        assert isinstance(got.span_id._v, np.memmap) == (k == 0)  # (else: in memory)
 
 
 def test_a_smaller_store_keeps_what_its_words_are_made_of(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from .._gc import gc_paused
 from ..analyzers import engine
 from ..analyzers.counters import MAX_HOLD_NS, METRICS, gpu_summary
 from ..analyzers.evidence import BASES, CLASSES
-from ..analyzers.results import Fleet, Sections, SpanIds, Summary
+from ..analyzers.results import Fleet, LazySegments, Sections, SpanIds, Summary
 from ..analyzers.verdict import breakdown, guess_warning
 from ..store import clickhouse
 from ..store.duckdb_store import Store
@@ -28,6 +28,7 @@ from ..store.inputs import Source
 from ..store.loading import LoadReport
 from ..store.user_sql import UserSQL, check_statement
 from ..store.schema import DEFAULT_DB, MEMORY
+from .spilled import SpilledSections, let_go
 from .stored import drop_stored, fleet_state, saved_fleet, stored_part
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -342,12 +343,14 @@ def _analyse(store: Store, load: LoadReport, source: str,
             batches = store.trace_batches(batch_spans or BATCH_SPANS) if separate \
                 else [(None, None)]
             several = len(batches) > 1
-            stored = None
+            stored = spill = None
             if several and store.path is not None and marks[0] > STORED_WORDS_SPANS:
                 # each batch's evidence in words made again from the store when read, rather
-                # than its spans' figures kept (a store in memory is not read again: settled)
+                # than its spans' figures kept (a store in memory is not read again: settled),
+                # and its sections' arrays written to files beside the store
                 ref = _StoreRef(store)
                 ends = iter([hi for _, hi in batches])
+                spill = SpilledSections(store.path.parent)
 
                 def stored(part: Fleet) -> Fleet:
                     return stored_part(part, ref, marks, counted, next(ends))
@@ -355,11 +358,20 @@ def _analyse(store: Store, load: LoadReport, source: str,
             # spans 1.5 GB held while the batches are joined and saved. Held to 1 GB while
             # the batches are read (a trial), DuckDB saved 0.13 GB there and took 8 s more at
             # 20M spans: each batch's statement then spills)
-            fleet = _fleet((store.analysis_input(with_counters=counted, traces=traces)
-                            for traces in batches), series, lags, trees, several,
-                           read=store.release_cache if several else None, stored=stored,
-                           done=None if analysis_progress is None or not several else
-                           (lambda k: analysis_progress(k, len(batches))))
+            def inputs() -> Iterator:
+                for traces in batches:
+                    if spill is not None:  # (what the batches before read: none reads it again)
+                        store.release_cache()
+                    yield store.analysis_input(with_counters=counted, traces=traces)
+
+            try:
+                fleet = _fleet(inputs(), series, lags, trees, several,
+                               read=store.release_cache if several else None, stored=stored,
+                               done=None if analysis_progress is None or not several else
+                               (lambda k: analysis_progress(k, len(batches))), spill=spill)
+            finally:
+                if spill is not None:
+                    spill.close()
         own = list(fleet.warnings)
         guessed = guess_warning(fleet.summary)
         if guessed:
@@ -394,14 +406,17 @@ def _saved(store: Store, counted: bool) -> tuple:
 
 def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
            in_order: bool = True, empty: Any = None, read: Any = None,
-           stored: Any = None, done: Any = None) -> Fleet:
+           stored: Any = None, done: Any = None,
+           spill: "Optional[SpilledSections]" = None) -> Fleet:
     """Every trace of ``inputs`` (AnalysisInputs: batches of traces in trace order, or, not
     ``in_order``, parts in any order) analysed a part at a time, and the parts joined.
     ``settle`` (where there are several parts, or may be): each part's evidence made and its
     spans let go before the next is read; ``stored``, instead: a part -> the same with its
     evidence made again from the store (:func:`.stored.stored_part`). ``empty``: the input
     to analyse where ``inputs`` yields none. ``read``: called once every input is read
-    (before the parts are joined). ``done(k)``: called as the k-th part is analysed."""
+    (before the parts are joined). ``done(k)``: called as the k-th part is analysed.
+    ``spill`` (parts in order): each part's sections written there as it is made, and the
+    analysis' sections read from it (:mod:`.spilled`)."""
     parts = []
     for inp in inputs:
         part = engine.analyze(inp, series, lags, trees)
@@ -410,6 +425,9 @@ def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
             part = stored(part)  # (the old sections, and every span of the part, let go)
         elif settle:
             part.sections.evidence.settle()  # (what holds every span of the part)
+        if spill is not None:
+            spill.add(part.sections, len(part.tasks))
+            part = dataclasses.replace(part, tasks=_unpointed(part.tasks), sections=None)
         parts.append(part)
         if done is not None:
             done(len(parts))
@@ -417,9 +435,33 @@ def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
         read()
     if not parts:
         return engine.analyze(empty(), series, lags, trees)
+    if spill is not None:
+        return _from_files(parts, spill.sections())
     if len(parts) == 1:
         return parts[0]
     return engine.joined(parts) if in_order else engine.in_trace_order(parts)
+
+
+def _unpointed(tasks: tuple) -> tuple:
+    """``tasks`` with segments that read no sections (:func:`_from_files` points them at the
+    analysis' sections): else each part's arrays stay in memory. Segments already made are
+    kept."""
+    out = []
+    for t in tasks:
+        if isinstance(t.segments, LazySegments):
+            segments = LazySegments(None, 0, 0)  # type: ignore[arg-type]
+            segments._items = t.segments._items
+            t = t._replace(segments=segments)
+        out.append(t)
+    return tuple(out)
+
+
+def _from_files(parts: list, sections: Sections) -> Fleet:
+    """The parts (their sections written to files: ``sections``, mapped) as one fleet; the
+    pages of the files its summary read given back."""
+    fleet = engine.over(parts, sections)
+    let_go(sections)
+    return fleet
 
 
 def _with_input_counts(load: LoadReport, counts: dict) -> LoadReport:
@@ -838,6 +880,7 @@ def _section_chunks(fleet: Fleet) -> Iterator[dict]:
     trace_ids = np.asarray([t.trace_id for t in fleet.tasks], dtype=object)
     for lo in range(0, len(fleet.sections), SAVE_SECTIONS):
         yield _section_columns(fleet, lo, lo + SAVE_SECTIONS, trace_ids)
+        let_go(fleet.sections, lo, lo + SAVE_SECTIONS)  # (sections in files: pages read)
 
 
 def _section_columns(fleet: Fleet, lo: int = 0, hi: Optional[int] = None,

@@ -222,6 +222,12 @@ def joined(parts: Any) -> Fleet:
         Shares.joined([x.shares for x in secs]),
         JoinedEvidence([x.evidence for x in secs]), cat("basis"), cat("assumed"),
         cat("assumed_cls"))
+    return over(parts, sections)
+
+
+def over(parts: Any, sections: Sections) -> Fleet:
+    """The tasks of ``parts`` (batches of traces, in trace order) over ``sections`` (theirs,
+    one after another), with the summary of them all and every part's warnings."""
     tasks = repointed([t for p in parts for t in p.tasks], sections)
     warnings = tuple(dict.fromkeys(w for p in parts for w in p.warnings))
     return Fleet(tasks, sections, _summary(tasks, sections), warnings)
