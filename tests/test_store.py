@@ -11,6 +11,7 @@ import pytest
 import agentscope
 from agentscope.formats import spanfile
 from agentscope.records import SpanRecord
+from agentscope.store import duckdb_store
 from agentscope.store.duckdb_store import Store
 
 CORPUS = Path(__file__).resolve().parent / "corpus"  # vendored: see corpus/README.md
@@ -531,15 +532,24 @@ def test_a_store_in_a_file_is_capped_while_it_loads_and_saves(tmp_path, monkeypa
         def watched(statement, *args, **kwargs):
             if statement.lstrip().startswith("INSERT INTO"):
                 limits.append((statement.split()[2], _memory_limit(store)))
+            elif statement.strip() == "CHECKPOINT":
+                limits.append(("CHECKPOINT", _memory_limit(store)))
             return real_x(statement, *args, **kwargs)
 
         monkeypatch.setattr(store, "_x", watched)
         monkeypatch.setattr(Store, "capped", lambda self, limit="500MB": real_cap(self, limit))
         store.load(tmp_path)
-        store.save_analysis({"trace_id": []}, {}, ())
-        tables = {table for table, _ in limits}
-        assert {"spans", "analysis_state"} <= tables
+        assert {table for table, _ in limits} >= {"spans"}
         assert {limit for _, limit in limits} == {capped}
+        # the save under its own limit, its checkpoint too (not at close, without one)
+        monkeypatch.setattr(duckdb_store, "SAVE_MEMORY_LIMIT", "300MB")
+        limits.clear()
+        store.save_analysis({"trace_id": []}, {}, ())
+        with store.capped("300MB"):
+            saved = _memory_limit(store)
+        assert saved != capped
+        assert [table for table, _ in limits][-2:] == ["analysis_state", "CHECKPOINT"]
+        assert {limit for _, limit in limits} == {saved}
         assert _memory_limit(store) == default
 
         def broken(*args, **kwargs):

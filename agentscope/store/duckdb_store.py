@@ -36,6 +36,11 @@ from .user_sql import UserSQL, check_statement
 # peak in 32 s, against 7.0 GB in 29 s without it (1.5 GB in 19 s unsorted); 5M: 1.6 GB in
 # 7.0 s, against 1.9 GB in 5.8 s (1 GB: 1.1 GB in 8.1 s; benchmarks/RESULTS.md)
 MEMORY_LIMIT = "1.5GB"
+# ... while it saves an analysis (no sort: what it inserts goes to the file or its temporary
+# files rather than staying in memory until the checkpoint, which runs under it too). At 20M
+# spans from ClickHouse, 1M sections at a time: the save's peak 1.71 GB against 1.83 GB at
+# 1.5 GB, in the same time (benchmarks/RESULTS.md)
+SAVE_MEMORY_LIMIT = "512MB"
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
 _COUNTER_COLUMNS = ("host_code",)
@@ -396,8 +401,12 @@ class Store:
         rows are replaced. ``marks``: where the store stood (:meth:`marks`) when the analysis
         was made (:meth:`saved_marks`). ``fleet``: what else restoring the analysis needs
         (:meth:`saved_results`), as JSON-ready data."""
-        with self.capped():
+        with self.capped(SAVE_MEMORY_LIMIT):
             self._save_analysis(task_columns, section_columns, warnings, redone, marks, fleet)
+            if self.path is not None:
+                # what it wrote, into the file under the limit (else at close, without one)
+                with contextlib.suppress(duckdb.Error):  # (then at close, as before)
+                    self._x("CHECKPOINT")
 
     def _save_analysis(self, task_columns: dict, section_columns: "dict | Iterable[dict]",
                        warnings: Iterable[str], redone: Optional[list], marks: Optional[tuple],
