@@ -68,6 +68,7 @@ _VALID_SAMPLE = sql("valid_samples.sql").format(**_BOUNDS)
 # message quotes bytes of the input that are not UTF-8 (the binding cannot make the message a
 # str: the input's problem, not ours). The reader that names each bad line then takes over.
 _READ_ERRORS = (duckdb.Error, UnicodeDecodeError)
+_OURS = ("spans", "samples")  # our own formats, which the fast path reads
 
 
 def _raise_unless_input_fault(error: BaseException) -> None:
@@ -76,7 +77,6 @@ def _raise_unless_input_fault(error: BaseException) -> None:
     named as a problem or marked as read)."""
     if isinstance(error, duckdb.OutOfMemoryException):
         raise error
-_OURS = ("spans", "samples")  # our own formats, which the fast path reads
 
 
 @dataclasses.dataclass
