@@ -306,7 +306,7 @@ def test_batches_of_a_store_in_a_file_make_their_words_again_from_it(tmp_path, m
         classified.append(weakref.ref(fleet.sections.evidence._classified))
         return fleet
 
-    monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    monkeypatch.setattr(core, "SPILLED_BATCH_SPANS", 300)
     monkeypatch.setattr(core, "STORED_WORDS_SPANS", 1000)
     monkeypatch.setattr(engine, "analyze", kept)
     batched = agentscope.analyze(traces, db=tmp_path / "store.duckdb")
@@ -347,12 +347,16 @@ def test_a_large_batched_analysis_keeps_its_sections_in_files(tmp_path, monkeypa
     _messy_traces(traces, 11)
     store = tmp_path / "store" / "store.duckdb"
     store.parent.mkdir()
-    monkeypatch.setattr(core, "BATCH_SPANS", 300)
+    # (its batches are SPILLED_BATCH_SPANS, not BATCH_SPANS; the tasks saved a few at a time)
+    monkeypatch.setattr(core, "BATCH_SPANS", 10**9)
+    monkeypatch.setattr(core, "SPILLED_BATCH_SPANS", 300)
     monkeypatch.setattr(core, "STORED_WORDS_SPANS", 1000)
+    monkeypatch.setattr(core, "SAVE_TASKS", 3)
     released = []
     monkeypatch.setattr(Store, "release_cache", lambda self: released.append(1))
     batched = agentscope.analyze(traces, db=store)
     monkeypatch.undo()
+    assert len(batched.tasks) > 3 * 3
     sec = batched.sections
     assert len(released) > 5  # (before each batch: what the batches before read)
     for name in ("task", "seq", "start_ns", "end_ns", "cls", "confidence", "basis"):
@@ -410,6 +414,7 @@ def test_sections_in_files_hold_what_joining_them_holds():
         for p in parts:
             spill.add(p, int(p.task.max()) + 1 if len(p) else 0)
         got = spill.sections()
+        assert not spill._names and not spill._stages  # (each batch's let go once joined)
         offsets = np.cumsum([0] + [int(p.task.max()) + 1 if len(p) else 0 for p in parts])
         want = {"task": np.concatenate([p.task + o for p, o in zip(parts, offsets)])}
         for name in ("seq", "name", "stage", "start_ns", "end_ns", "cls", "confidence",

@@ -277,6 +277,11 @@ def source_state(source: "str | os.PathLike[str]") -> tuple:
 # at 20M, `analyze DIR` as fast, the chdb path 9-15 % slower, for 0.25-0.35 GB less; 125k:
 # at 20M, `analyze DIR` 8 % slower; benchmarks/RESULTS.md)
 BATCH_SPANS = 250_000
+# ... with the sections held in files (above STORED_WORDS_SPANS spans, a store in a file),
+# where a batch's DuckDB statement is most of what memory holds beside the tasks (about
+# 1.7 KB a span while it runs): at 20M spans from ClickHouse, the batches' peak 1.28 GB
+# against 1.45 GB with 250k, and 1.25 GB with 125k, 4-6 s (5-8 %) slower
+SPILLED_BATCH_SPANS = 175_000
 # spans of a part of ClickHouse's input (`input=clickhouse`): ClickHouse computes a part in
 # statements of its own, about 1 s for 500k spans here, and smaller parts cost more of them
 # (at 5M spans, 250k: 31.8 s against 30.9 s, in the same memory)
@@ -340,11 +345,13 @@ def _analyse(store: Store, load: LoadReport, source: str,
                 (lambda k: analysis_progress(k, counts.get("parts", k))))
             load = _with_input_counts(load, counts)
         else:
-            batches = store.trace_batches(batch_spans or BATCH_SPANS) if separate \
+            spilled = separate and store.path is not None and marks[0] > STORED_WORDS_SPANS
+            batches = store.trace_batches(batch_spans or (
+                SPILLED_BATCH_SPANS if spilled else BATCH_SPANS)) if separate \
                 else [(None, None)]
             several = len(batches) > 1
             stored = spill = None
-            if several and store.path is not None and marks[0] > STORED_WORDS_SPANS:
+            if several and spilled:
                 # each batch's evidence in words made again from the store when read, rather
                 # than its spans' figures kept (a store in memory is not read again: settled),
                 # and its sections' arrays written to files beside the store
@@ -379,7 +386,7 @@ def _analyse(store: Store, load: LoadReport, source: str,
         if fleet is not before:  # (else the analysis saved is this one)
             # an incremental analysis saves only the rows of the traces analysed again
             redone, rows = (touched, fresh) if fresh is not None else (None, fleet)
-            store.save_analysis(_task_columns(rows), _section_chunks(rows), own, redone,
+            store.save_analysis(_task_chunks(rows), _section_chunks(rows), own, redone,
                                 marks, fleet_state(fleet))
     gpu = gpu_summary(store.gpu_idle()) if series is not None else None
     problems = tuple(store.problems())
@@ -845,9 +852,21 @@ class StoredAnalysis:
         self.close()
 
 
-def _task_columns(fleet: Fleet) -> dict:
-    """The task_results table, as columns."""
-    tasks = fleet.tasks
+# tasks saved at a time: the columns made for the store (their evidence as JSON text, about
+# 0.7 KB a task) of a large analysis are not all made at once (at 20M spans, 206k tasks:
+# 145 MB held at once while the save began)
+SAVE_TASKS = 25_000
+
+
+def _task_chunks(fleet: Fleet) -> Iterator[dict]:
+    """The task_results table, as columns, :data:`SAVE_TASKS` rows at a time."""
+    for lo in range(0, len(fleet.tasks), SAVE_TASKS):
+        yield _task_columns(fleet, lo, lo + SAVE_TASKS)
+
+
+def _task_columns(fleet: Fleet, lo: int = 0, hi: Optional[int] = None) -> dict:
+    """The task_results table, as columns: tasks ``lo`` .. ``hi`` - 1."""
+    tasks = fleet.tasks[lo:hi]
     cols = {
         "trace_id": [t.trace_id for t in tasks], "name": [t.name for t in tasks],
         "lane": [t.lane for t in tasks], "service": [t.service for t in tasks],

@@ -32,15 +32,16 @@ from .user_sql import UserSQL, check_statement
 
 # what DuckDB may hold while a store in a file loads or saves an analysis (by default it may
 # take 80 % of the machine, and keeps every block it wrote cached): the load's sort by trace
-# id (loading.SORTED_SPANS) spills beyond it. Loading 20M spans from ClickHouse: 1.6 GB at
-# peak in 32 s, against 7.0 GB in 29 s without it (1.5 GB in 19 s unsorted); 5M: 1.6 GB in
-# 7.0 s, against 1.9 GB in 5.8 s (1 GB: 1.1 GB in 8.1 s; benchmarks/RESULTS.md)
-MEMORY_LIMIT = "1.5GB"
+# id (loading.SORTED_SPANS) spills beyond it. Loading 20M spans from ClickHouse: 1.38 GB at
+# peak, against 1.68 GB at 1.5 GB (2-4 s less) and 7.0 GB without a limit (3 s less; 1.5 GB
+# unsorted, 13 s less); 5M: 1.36 GB against 1.65 GB at 1.5 GB, 0.5 s slower
+# (benchmarks/RESULTS.md)
+MEMORY_LIMIT = "1.2GB"
 # ... while it saves an analysis (no sort: what it inserts goes to the file or its temporary
 # files rather than staying in memory until the checkpoint, which runs under it too). At 20M
-# spans from ClickHouse, 1M sections at a time: the save's peak 1.71 GB against 1.83 GB at
+# spans from ClickHouse: the save's peak 1.29 GB against 1.38 GB at 512 MB and 1.83 GB at
 # 1.5 GB, in the same time (benchmarks/RESULTS.md)
-SAVE_MEMORY_LIMIT = "512MB"
+SAVE_MEMORY_LIMIT = "384MB"
 
 # the counter columns of analysis_input.sql, left out when there are no counters to join
 _COUNTER_COLUMNS = ("host_code",)
@@ -388,13 +389,14 @@ class Store:
             f"OR (contains(attrs, '\\u') AND ({parsed})) LIMIT 1",
             [f'$."{name}"' for name in names]))
 
-    def save_analysis(self, task_columns: dict, section_columns: "dict | Iterable[dict]",
+    def save_analysis(self, task_columns: "dict | Iterable[dict]",
+                      section_columns: "dict | Iterable[dict]",
                       warnings: Iterable[str] = (), redone: Optional[list] = None,
                       marks: Optional[tuple] = None, fleet: Optional[dict] = None) -> None:
         """Replace the analysis tables (and (re)create the ``tasks``/``critical_path`` views).
-        Each argument maps the table's column names to equally long lists or arrays;
-        ``section_columns`` may also be several such dicts, inserted one after another (so
-        that the rows of a large analysis are not all made at once).
+        Each argument maps the table's column names to equally long lists or arrays, or is
+        several such dicts, inserted one after another (so that the rows of a large analysis
+        are not all made at once).
         ``warnings``: the analysis' own, kept for :meth:`saved_analysis`. The analysis is saved
         with the :meth:`loaded_state` it was made from. ``redone``: the trace ids an
         incremental analysis made again (the columns hold their results alone): only their
@@ -408,7 +410,8 @@ class Store:
                 with contextlib.suppress(duckdb.Error):  # (then at close, as before)
                     self._x("CHECKPOINT")
 
-    def _save_analysis(self, task_columns: dict, section_columns: "dict | Iterable[dict]",
+    def _save_analysis(self, task_columns: "dict | Iterable[dict]",
+                       section_columns: "dict | Iterable[dict]",
                        warnings: Iterable[str], redone: Optional[list], marks: Optional[tuple],
                        fleet: Optional[dict]) -> None:
         self._changed()
@@ -426,9 +429,8 @@ class Store:
                             "(SELECT trace_id FROM redone)")
             finally:
                 self.con.unregister("redone")
-        chunks = [section_columns] if isinstance(section_columns, Mapping) \
-            else section_columns
-        for table, pieces in (("task_results", [task_columns]), ("cp_sections", chunks)):
+        for table, pieces in (("task_results", task_columns), ("cp_sections", section_columns)):
+            pieces = [pieces] if isinstance(pieces, Mapping) else pieces
             columns = [c[0] for c in self._x(f"DESCRIBE {table}")]
             for cols in pieces:
                 if not cols or not len(next(iter(cols.values()))):
