@@ -235,11 +235,21 @@ class _ProgressBar:
     """Progress bars on stderr, only when stderr is a terminal: while a long load reads its
     files (over 32 MB; the ``progress`` callback of :func:`agentscope.analysis.analyze`),
     then while a store analysed in batches analyses them (``analysis_progress``). A bar
-    ends when the next starts, and at :meth:`close`."""
+    ends when the next starts, and at :meth:`close`. Before a ClickHouse source's window is
+    read, a line says so (:meth:`reading`)."""
 
     def __init__(self) -> None:
         self.bar = None
         self.label = ""
+
+    def reading(self, source: str) -> None:
+        """Say that ``source`` (a ClickHouse URL as outputs name it: no password) is being
+        read: ClickHouse selects the window's whole traces before a row comes back (at 20M
+        spans about 27 s here), so there is no count to show meanwhile."""
+        self.close()
+        if sys.stderr.isatty():
+            click.echo(inert(f"reading {source} (ClickHouse selects whole traces first)"),
+                       err=True)
 
     def __call__(self, done: int, total: int) -> None:  # (bytes: no count shown)
         self._update("loading traces", done, total, 32 << 20, show_pos=False)
@@ -284,6 +294,7 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False, reuse: bool
     and, on stderr, why there is nothing to report when there is nothing (and with -v what
     was loaded and how long it took). ``reuse``: the store's saved analysis where nothing
     changed since it (open_store: what ``query`` reads)."""
+    from . import urls
     from .analysis import analyze, open_store
 
     trace_dir = _windowed(trace_dir)
@@ -291,6 +302,8 @@ def _analysis(trace_dir: str, db: "str | None", quiet: bool = False, reuse: bool
     bar = None if quiet else _ProgressBar()
     started = time.perf_counter()
     try:
+        if bar is not None and urls.is_url(trace_dir):
+            bar.reading(urls.parse(trace_dir).display)
         analysis = (open_store if reuse else analyze)(
             trace_dir, db, progress=bar, batch=True,
             analysis_progress=None if bar is None else bar.analysing)

@@ -517,9 +517,17 @@ def test_the_command_line_bars_follow_the_phases(monkeypatch):
     assert made[1:] == ["loading traces", "analysing traces"] and first is not bar.bar
     bar.close()
     assert bar.bar is None and "analysing traces" in err.getvalue()
+    # a ClickHouse source: a line before its window is read (no count to show), ending a bar
+    bar = cli._ProgressBar()
+    bar.analysing(1, 2)
+    bar.reading("chdb:///data?table=otel_traces\x1b[2J")
+    assert bar.bar is None
+    assert "reading chdb:///data?table=otel_traces" in err.getvalue()
+    assert "\x1b[2J" not in err.getvalue()  # (inert)
     made.clear()
     monkeypatch.setattr(cli.sys, "stderr", io.StringIO())  # not a terminal
     quiet = cli._ProgressBar()
     quiet(64 << 20, 64 << 20)
     quiet.analysing(1, 2)
-    assert made == [] and quiet.bar is None
+    quiet.reading("chdb:///data?table=otel_traces")
+    assert made == [] and quiet.bar is None and not cli.sys.stderr.getvalue()
