@@ -20,7 +20,7 @@ from .._gc import gc_paused
 from ..analyzers import engine
 from ..analyzers.counters import MAX_HOLD_NS, METRICS, gpu_summary
 from ..analyzers.evidence import BASES, CLASSES
-from ..analyzers.results import Fleet, LazySegments, Sections, SpanIds, Summary
+from ..analyzers.results import Fleet, Sections, SpanIds, Summary
 from ..analyzers.verdict import breakdown, guess_warning
 from ..store import clickhouse
 from ..store.duckdb_store import Store
@@ -434,7 +434,8 @@ def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
             part.sections.evidence.settle()  # (what holds every span of the part)
         if spill is not None:
             spill.add(part.sections, len(part.tasks))
-            part = dataclasses.replace(part, tasks=_unpointed(part.tasks), sections=None)
+            part = dataclasses.replace(part, tasks=engine.repointed(part.tasks, None),
+                                       sections=None)
         parts.append(part)
         if done is not None:
             done(len(parts))
@@ -449,23 +450,10 @@ def _fleet(inputs: Any, series: Any, lags: Any, trees: Any, settle: bool,
     return engine.joined(parts) if in_order else engine.in_trace_order(parts)
 
 
-def _unpointed(tasks: tuple) -> tuple:
-    """``tasks`` with segments that read no sections (:func:`_from_files` points them at the
-    analysis' sections): else each part's arrays stay in memory. Segments already made are
-    kept."""
-    out = []
-    for t in tasks:
-        if isinstance(t.segments, LazySegments):
-            segments = LazySegments(None, 0, 0)  # type: ignore[arg-type]
-            segments._items = t.segments._items
-            t = t._replace(segments=segments)
-        out.append(t)
-    return tuple(out)
-
-
 def _from_files(parts: list, sections: Sections) -> Fleet:
-    """The parts (their sections written to files: ``sections``, mapped) as one fleet; the
-    pages of the files its summary read given back."""
+    """The parts (their sections written to files: ``sections``, mapped; their tasks'
+    segments pointed at none) as one fleet; the pages of the files its summary read given
+    back."""
     fleet = engine.over(parts, sections)
     let_go(sections)
     return fleet

@@ -20,7 +20,7 @@ The per-trace reference of the same rules (:mod:`.reference`) is checked against
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -233,13 +233,14 @@ def over(parts: Any, sections: Sections) -> Fleet:
     return Fleet(tasks, sections, _summary(tasks, sections), warnings)
 
 
-def repointed(tasks: Any, sections: Sections) -> tuple:
+def repointed(tasks: Any, sections: Optional[Sections]) -> tuple:
     """``tasks`` with their segments read from ``sections`` (theirs, joined) rather than
     from their part's: else the tasks keep every part's arrays alive beside the joined ones
-    (every section held twice). Segments already made are carried over; segments that are
-    not lazy are kept as they are."""
-    bounds = np.searchsorted(np.asarray(sections.task, dtype=np.int64),
-                             np.arange(len(tasks) + 1)).tolist()
+    (every section held twice). None: segments that read no sections until a later
+    ``repointed`` points them (a part whose sections went to files). Segments already made
+    are carried over; segments that are not lazy are kept as they are."""
+    bounds = [0] * (len(tasks) + 1) if sections is None else np.searchsorted(
+        np.asarray(sections.task, dtype=np.int64), np.arange(len(tasks) + 1)).tolist()
     out = []
     for k, t in enumerate(tasks):
         if isinstance(t.segments, LazySegments):
