@@ -164,3 +164,23 @@ def test_a_value_the_store_cannot_hold_fails_the_insert_and_is_named(tmp_path):
     assert [(p.line, "pid" in p.reason) for p in report.problems] == [(2, True)]
     assert report.spans_added == 2
     assert store._x("SELECT loaded_lines, records FROM loaded_files") == [(3, 2)]
+
+
+def test_rows_are_checked_as_they_are_inserted_a_repeated_id_and_a_bad_row_too(tmp_path):
+    """The fast path checks each row as it inserts it (no read of the file before): a bad
+    row after a repeated id (the insert that keeps a repeat's first row) and a bad sample row
+    each roll their insert back, and the per-file path names them; nothing else is lost."""
+    spans = [span_line(1), span_line(2), span_line(1, name="again"),
+             span_line(4, end_ns=T0 - 1)]
+    bad_sample = json.loads(sample_line(2))
+    bad_sample["metric"] = ""  # (a sample of no metric)
+    samples = [sample_line(0), json.dumps(bad_sample), sample_line(3)]
+    store = Store(":memory:")
+    report = load(store, as_parquet(spans, tmp_path / "spans-p.parquet", SPAN_COLUMNS),
+                  as_parquet(samples, tmp_path / "samples-p.parquet", SAMPLE_COLUMNS))
+    assert sorted((Path(p.path).name, p.line) for p in report.problems) == [
+        ("samples-p.parquet", 2), ("spans-p.parquet", 4)]
+    assert (report.spans_added, report.duplicates, report.samples_added) == (2, 1, 2)
+    assert store._x("SELECT name FROM spans WHERE span_id = '0000000000000001'") == \
+        [("step 1",)]
+    assert [r[0] for r in rows(store, "samples")] == [T0, T0 + 3 * 10**8]

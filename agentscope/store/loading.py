@@ -349,12 +349,14 @@ class Loader(WholeFiles):
         done: list = []
         retry: list = []
         try:
-            counts = {name: (rows, bad) for name, rows, bad in self._x(
-                f"SELECT _file, count(*), count(*) FILTER (WHERE NOT coalesce({valid}, "
-                "false)) FROM staging GROUP BY _file")}
+            if parquet:  # (checked as inserted: one read of the files fewer)
+                counts = {name: (rows, 0) for name, rows in self._x(
+                    "SELECT _file, count(*) FROM staging GROUP BY _file")}
+            else:
+                counts = {name: (rows, bad) for name, rows, bad in self._x(
+                    f"SELECT _file, count(*), count(*) FILTER (WHERE NOT coalesce({valid}, "
+                    "false)) FROM staging GROUP BY _file")}
             retry = [name for name in by_name if counts.get(name, (0, 0))[1] > 0]
-            if retry and parquet:
-                return _pending(batch)
             if retry:
                 self._x("DELETE FROM staging WHERE _file IN (SELECT unnest(?))", [retry])
             self._x("CREATE OR REPLACE TEMP TABLE staging_files "
@@ -364,7 +366,8 @@ class Loader(WholeFiles):
                 self.con.executemany("INSERT INTO staging_files VALUES (?, ?)", keep)
             with self._transaction(report, span_file_ids):
                 added_by_file = self._insert_staging_files(
-                    spans, "_file, _row" if parquet else "_file, rowid") if keep else {}
+                    spans, "_file, _row" if parquet else "_file, rowid",
+                    valid if parquet else None) if keep else {}
                 accounts = []
                 for name, (src, fid, size) in by_name.items():
                     if name in retry:
@@ -399,15 +402,19 @@ class Loader(WholeFiles):
         finally:
             self._x(f"SET preserve_insertion_order = {'true' if before else 'false'}")
 
-    def _insert_staging_files(self, spans: bool, order: str) -> dict:
+    def _insert_staging_files(self, spans: bool, order: str,
+                              check: Optional[str] = None) -> dict:
         """Insert ``staging`` (rows tagged with ``_file``) into spans/samples; added per file
-        (``order``: the order in the files, by which a repeated span's first row is kept)."""
+        (``order``: the order in the files, by which a repeated span's first row is kept).
+        ``check``: the rules (SQL) each row is checked by as it is inserted; the first that
+        fails them raises (:func:`_checked`), and nothing is inserted."""
         data = ", ".join(SPAN_COLUMNS if spans else SAMPLE_COLUMNS)
         join = "JOIN staging_files f USING (_file)"
         if not spans:
-            self._x(f"INSERT INTO samples SELECT {data}, f.file_id FROM staging {join}")
+            self._x(f"INSERT INTO samples SELECT {data}, f.file_id FROM {_checked(check)} "
+                    f"AS staging {join}")
             return dict(self._x(f"SELECT f.file_id, count(*) FROM staging {join} GROUP BY ALL"))
-        self._insert_spans("f.file_id", join, order)
+        self._insert_spans("f.file_id", join, order, check)
         # the files are new: every row with their ids came from this insert
         return dict(self._x("SELECT file_id, count(*) FROM spans WHERE file_id IN "
                             "(SELECT file_id FROM staging_files) GROUP BY ALL"))
@@ -507,11 +514,13 @@ class Loader(WholeFiles):
         added, rows = self._insert_spans(str(int(file_id)))
         return added, rows - added
 
-    def _insert_spans(self, file_id: str, join: str = "", order: str = "rowid") -> tuple:
+    def _insert_spans(self, file_id: str, join: str = "", order: str = "rowid",
+                      check: Optional[str] = None) -> tuple:
         """Insert the rows of ``staging`` into ``spans`` (``file_id``: the SQL giving each row's
         file), skipping spans already stored and repeats inside ``staging`` (the first by
         the load's ``repeats_by``, then ``order``, is kept: by default the first line, as
-        staging keeps the file's order). Returns (how many were added, rows staged)."""
+        staging keeps the file's order); ``check``: as :meth:`_insert_staging_files`.
+        Returns (how many were added, rows staged)."""
         if self._repeats_by:
             order = f"{self._repeats_by}, {order}"
         # (grouped, which DuckDB can spill under Store.capped's limit; an ungrouped count of
@@ -519,8 +528,9 @@ class Loader(WholeFiles):
         rows, repeats = self._x(
             "SELECT (SELECT count(*) FROM staging), EXISTS (SELECT 1 FROM staging GROUP BY "
             "hash(trace_id, span_id) HAVING count(*) > 1)")[0]
-        source = "staging" if not repeats else (
-            "(SELECT * FROM staging QUALIFY row_number() OVER "
+        staged = _checked(check)
+        source = staged if not repeats else (
+            f"(SELECT * FROM {staged} QUALIFY row_number() OVER "
             f"(PARTITION BY trace_id, span_id ORDER BY {order}) = 1)")
         # spans already stored: looked for among the stored spans of the traces staged only
         # (a join on every stored span id held a hash table of them all: at 20M spans, 2.5 GB
@@ -604,6 +614,15 @@ class Loader(WholeFiles):
         finally:
             self.con.unregister("incoming_samples")
         return len(rows)
+
+
+def _checked(check: Optional[str]) -> str:
+    """The rows of ``staging``, each checked by the rules ``check`` (SQL of its columns) where
+    given: a row that fails them raises (DuckDB's ``error``), ending the statement."""
+    if check is None:
+        return "staging"
+    return (f"(SELECT * FROM staging WHERE CASE WHEN coalesce({check}, false) THEN true "
+            "ELSE error('a row fails the checks of its fields') END)")
 
 
 def _plain_path(src: Source) -> bool:
