@@ -349,13 +349,10 @@ class Loader(WholeFiles):
         done: list = []
         retry: list = []
         try:
-            if parquet:  # (checked as inserted: one read of the files fewer)
-                counts = {name: (rows, 0) for name, rows in self._x(
-                    "SELECT _file, count(*) FROM staging GROUP BY _file")}
-            else:
-                counts = {name: (rows, bad) for name, rows, bad in self._x(
-                    f"SELECT _file, count(*), count(*) FILTER (WHERE NOT coalesce({valid}, "
-                    "false)) FROM staging GROUP BY _file")}
+            # (Parquet: each row checked as it is inserted, one read of the files fewer)
+            bad_rows = "0" if parquet else f"count(*) FILTER (WHERE NOT coalesce({valid}, false))"
+            counts = {name: (rows, bad) for name, rows, bad in self._x(
+                f"SELECT _file, count(*), {bad_rows} FROM staging GROUP BY _file")}
             retry = [name for name in by_name if counts.get(name, (0, 0))[1] > 0]
             if retry:
                 self._x("DELETE FROM staging WHERE _file IN (SELECT unnest(?))", [retry])
